@@ -1,0 +1,72 @@
+# kaas developer entry points. CI runs `make test` (through .ci/run).
+#
+#   make build          go build ./... and the binaries of ./cmd/... into bin/
+#   make test           lint + unit tests (-race) + every acceptance spec
+#   make unit           unit tests only (every package except specs/), with -race
+#   make specs          acceptance specs (specs/), all labels
+#   make specs-fast     acceptance specs without Label("slow")
+#   make specs-clients  only Label("clients")
+#   make specs-chaos    only Label("chaos")
+#   make run            run a broker on 127.0.0.1:9092 (admin 127.0.0.1:9644)
+#   make bench          Go benchmarks + cmd/kaasbench
+#   make lint           gofmt -l must be empty, go vet
+#
+# Extra Ginkgo flags: make specs GINKGO_FLAGS='-ginkgo.focus=kcat'
+
+GO            ?= go
+BIN           ?= bin
+SPECS_TIMEOUT ?= 60m
+GINKGO_FLAGS  ?=
+RUN_ARGS      ?= --data /tmp/kaas-dev-data --listen 127.0.0.1:9092 --admin 127.0.0.1:9644 --auto-create-topics=true
+BENCH_ARGS    ?=
+
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
+SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
+
+.PHONY: all build test unit specs specs-fast specs-clients specs-chaos run bench lint fmt-check vet clean
+
+all: build
+
+build:
+	$(GO) build ./...
+	mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test: lint unit specs
+
+unit:
+	@if [ -z "$(strip $(UNIT_PKGS))" ]; then echo "no unit packages"; else \
+		echo "$(GO) test -race -count=1 <unit packages>"; \
+		$(GO) test -race -count=1 $(UNIT_PKGS); fi
+
+specs:
+	$(SPECS) $(GINKGO_FLAGS)
+
+specs-fast:
+	$(SPECS) -ginkgo.label-filter='!slow' $(GINKGO_FLAGS)
+
+specs-clients:
+	$(SPECS) -ginkgo.label-filter=clients $(GINKGO_FLAGS)
+
+specs-chaos:
+	$(SPECS) -ginkgo.label-filter=chaos $(GINKGO_FLAGS)
+
+run:
+	$(GO) run ./cmd/kaas-broker $(RUN_ARGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
+	$(GO) run ./cmd/kaasbench $(BENCH_ARGS)
+
+lint: fmt-check vet
+
+fmt-check:
+	@out="$$(gofmt -l $$(find . -name '*.go' -not -path './$(BIN)/*'))"; \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; \
+	echo "gofmt: clean"
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,232 @@
+// Command kaas-broker runs one kaas broker: a Kafka-protocol server whose
+// partitions live on a (possibly shared) volume.
+//
+//	kaas-broker --data ./kaas-data --listen 127.0.0.1:9092
+//
+// Every flag has an environment equivalent (KAAS_DATA_DIR, KAAS_CLUSTER_DIR,
+// KAAS_BROKER_ID, KAAS_LISTEN, KAAS_ADVERTISE, KAAS_ADMIN, KAAS_ZONE,
+// KAAS_AUTO_CREATE_TOPICS, KAAS_DEFAULT_PARTITIONS, KAAS_LOG_FORMAT, KAAS_V);
+// a flag given on the command line wins.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/wire"
+)
+
+type options struct {
+	data, clusterDir, listen, advertise, admin, zone, logFormat string
+	id, defaultPartitions, verbosity                            int
+	autoCreate                                                  bool
+	maxRequestBytes                                             int
+	shutdownTimeout                                             time.Duration
+}
+
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if v, ok := os.LookupEnv(key); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("kaas-broker", flag.ContinueOnError)
+	fs.StringVar(&o.data, "data", envOr("KAAS_DATA_DIR", "./kaas-data"), "data directory (KAAS_DATA_DIR)")
+	fs.StringVar(&o.clusterDir, "cluster-dir", envOr("KAAS_CLUSTER_DIR", ""), "cluster directory (KAAS_CLUSTER_DIR; default <data>/__cluster)")
+	fs.IntVar(&o.id, "id", envInt("KAAS_BROKER_ID", 0), "broker ID (KAAS_BROKER_ID)")
+	fs.StringVar(&o.listen, "listen", envOr("KAAS_LISTEN", "127.0.0.1:9092"), "Kafka listener address (KAAS_LISTEN)")
+	fs.StringVar(&o.advertise, "advertise", envOr("KAAS_ADVERTISE", ""), "address advertised to clients (KAAS_ADVERTISE; default the listener's)")
+	fs.StringVar(&o.admin, "admin", envOr("KAAS_ADMIN", "127.0.0.1:9644"), "admin HTTP address for /healthz, /readyz, /status (KAAS_ADMIN; empty disables)")
+	fs.StringVar(&o.zone, "zone", envOr("KAAS_ZONE", ""), "this broker's zone, advertised as its rack (KAAS_ZONE)")
+	fs.BoolVar(&o.autoCreate, "auto-create-topics", envOr("KAAS_AUTO_CREATE_TOPICS", "true") == "true", "create unknown topics on Metadata and Produce (KAAS_AUTO_CREATE_TOPICS)")
+	fs.IntVar(&o.defaultPartitions, "default-partitions", envInt("KAAS_DEFAULT_PARTITIONS", 1), "partitions of auto-created topics (KAAS_DEFAULT_PARTITIONS)")
+	fs.IntVar(&o.maxRequestBytes, "max-request-bytes", envInt("KAAS_MAX_REQUEST_BYTES", 100<<20), "largest request frame accepted (socket.request.max.bytes)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
+	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
+	fs.StringVar(&o.logFormat, "log-format", envOr("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return o, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+	}
+	if o.defaultPartitions < 1 {
+		return o, errors.New("--default-partitions must be at least 1")
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "kaas-broker:", err)
+		os.Exit(2)
+	}
+	hopts := &slog.HandlerOptions{Level: slog.Level(-o.verbosity)}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, hopts)
+	if o.logFormat == "json" {
+		h = slog.NewJSONHandler(os.Stderr, hopts)
+	}
+	log := logr.FromSlogHandler(h).WithName("kaas-broker").WithValues("broker", o.id)
+	if err := run(o, log); err != nil {
+		log.Error(err, "broker stopped")
+		os.Exit(1)
+	}
+}
+
+func run(o options, log logr.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	data, err := filepath.Abs(o.data)
+	if err != nil {
+		return err
+	}
+	clusterDir := o.clusterDir
+	if clusterDir != "" {
+		if clusterDir, err = filepath.Abs(clusterDir); err != nil {
+			return err
+		}
+	}
+	eng, err := engine.New(engine.Config{
+		FS: volume.OS(), DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
+		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
+		Logger: log.WithName("engine"),
+	})
+	if err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	advertise := o.advertise
+	if advertise == "" {
+		advertise = advertisedFrom(ln.Addr().(*net.TCPAddr))
+	}
+	srv, err := wire.NewServer(wire.Config{Engine: eng, Logger: log.WithName("wire"), Advertise: advertise,
+		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes)})
+	if err != nil {
+		return err
+	}
+
+	engCtx, stopEngine := context.WithCancel(context.Background())
+	defer stopEngine()
+	engDone := make(chan error, 1)
+	go func() { engDone <- eng.Run(engCtx) }()
+
+	var admin *http.Server
+	if o.admin != "" {
+		aln, err := net.Listen("tcp", o.admin)
+		if err != nil {
+			stopEngine()
+			<-engDone
+			return fmt.Errorf("admin listen on %s: %w", o.admin, err)
+		}
+		admin = &http.Server{Handler: adminMux(eng), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = admin.Serve(aln) }()
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Serve(ln) }()
+	log.Info("kaas broker started", "listen", ln.Addr().String(), "advertise", advertise, "admin", o.admin,
+		"data", data, "clusterID", eng.ClusterID())
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: finishing in-flight requests")
+	case err := <-srvDone:
+		stopEngine()
+		<-engDone
+		return err
+	case err := <-engDone:
+		return fmt.Errorf("engine stopped: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if admin != nil {
+		_ = admin.Shutdown(sctx)
+	}
+	stopEngine() // releases every partition: fsync, producer snapshot, handles closed
+	if err := <-engDone; err != nil {
+		return fmt.Errorf("release partitions: %w", err)
+	}
+	log.Info("stopped cleanly")
+	return nil
+}
+
+func advertisedFrom(a *net.TCPAddr) string {
+	host := a.IP.String()
+	if a.IP.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, strconv.Itoa(a.Port))
+}
+
+func adminMux(eng *engine.Engine) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		// Liveness: the process answers. Slow storage must not get the
+		// broker killed into a restart loop, so no volume I/O here.
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !eng.Ready() {
+			http.Error(w, "not serving every owned partition yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, eng.Describe())
+	})
+	mux.HandleFunc("GET /reconcile-status", func(w http.ResponseWriter, r *http.Request) {
+		recs, err := eng.Status()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, recs)
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,252 @@
+// Command kaasctl inspects a kaas cluster, either straight from the volume
+// (no broker needed) or by asking a broker's admin endpoint.
+//
+//	kaasctl reconcile-status --data ./kaas-data [-o table|json]
+//	kaasctl reconcile-status --admin http://127.0.0.1:9644
+//	kaasctl topics [list] --data ./kaas-data
+//	kaasctl topics describe NAME --admin http://127.0.0.1:9644
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/states"
+	"github.com/kaas-dev/kaas/volume"
+)
+
+const usage = `kaasctl inspects a kaas cluster.
+
+Commands:
+  reconcile-status   every state machine: object, desired end state, state, attempts, last error
+  topics [list]      topics and their partition counts
+  topics describe T  one topic's partitions: leader epoch, log start/end offsets, size on disk
+
+Sources (one of):
+  --data DIR         read the volume directly (no broker needed); --cluster-dir if not <data>/__cluster
+  --admin URL        ask a running broker (e.g. http://127.0.0.1:9644)
+
+Output: -o table (default) or -o json
+`
+
+type source struct {
+	data, clusterDir, admin, output string
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "kaasctl:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, out io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	cmd, rest := args[0], args[1:]
+	var sub []string
+	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		sub, rest = append(sub, rest[0]), rest[1:]
+	}
+	var src source
+	fs := flag.NewFlagSet("kaasctl "+cmd, flag.ContinueOnError)
+	fs.StringVar(&src.data, "data", os.Getenv("KAAS_DATA_DIR"), "data directory (KAAS_DATA_DIR)")
+	fs.StringVar(&src.clusterDir, "cluster-dir", os.Getenv("KAAS_CLUSTER_DIR"), "cluster directory (KAAS_CLUSTER_DIR)")
+	fs.StringVar(&src.admin, "admin", "", "broker admin URL")
+	fs.StringVar(&src.output, "o", "table", "output: table or json")
+	if err := fs.Parse(rest); err != nil {
+		return err
+	}
+	sub = append(sub, fs.Args()...)
+	if src.output != "table" && src.output != "json" {
+		return fmt.Errorf("-o must be table or json, not %q", src.output)
+	}
+	switch cmd {
+	case "reconcile-status":
+		return reconcileStatus(src, out)
+	case "topics":
+		if len(sub) == 0 || sub[0] == "list" {
+			return topicsList(src, out)
+		}
+		if sub[0] == "describe" && len(sub) == 2 {
+			return topicsDescribe(src, sub[1], out)
+		}
+		return fmt.Errorf("usage: kaasctl topics [list | describe NAME]")
+	default:
+		return fmt.Errorf("unknown command %q\n\n%s", cmd, usage)
+	}
+}
+
+func (s source) cluster() (string, error) {
+	if s.clusterDir != "" {
+		return s.clusterDir, nil
+	}
+	if s.data == "" {
+		return "", errors.New("give --data DIR (or --cluster-dir DIR) to read the volume, or --admin URL to ask a broker")
+	}
+	return filepath.Join(s.data, "__cluster"), nil
+}
+
+func getJSON(url string, v any) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func reconcileStatus(src source, out io.Writer) error {
+	var recs []states.Record
+	if src.admin != "" {
+		if err := getJSON(strings.TrimRight(src.admin, "/")+"/reconcile-status", &recs); err != nil {
+			return err
+		}
+	} else {
+		dir, err := src.cluster()
+		if err != nil {
+			return err
+		}
+		if recs, err = engine.ReadStatus(volume.OS(), dir); err != nil {
+			return err
+		}
+	}
+	if recs == nil {
+		recs = []states.Record{}
+	}
+	if src.output == "json" {
+		return printJSON(out, recs)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tOBJECT\tDESIRED\tSTATE\tATTEMPTS\tSINCE\tOWNER\tLAST ERROR")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Kind, r.Object, r.Desired, r.State, r.Attempts,
+			r.Since.Format(time.RFC3339), r.Owner, r.LastError)
+	}
+	return tw.Flush()
+}
+
+func topicsList(src source, out io.Writer) error {
+	type row struct {
+		Name       string `json:"name"`
+		ID         string `json:"id"`
+		Partitions int32  `json:"partitions"`
+		Deleted    bool   `json:"deleted,omitempty"`
+	}
+	var rows []row
+	if src.admin != "" {
+		var st engine.BrokerStatus
+		if err := getJSON(strings.TrimRight(src.admin, "/")+"/status", &st); err != nil {
+			return err
+		}
+		for _, t := range st.Topics {
+			rows = append(rows, row{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))})
+		}
+	} else {
+		dir, err := src.cluster()
+		if err != nil {
+			return err
+		}
+		specs, err := engine.ListTopicSpecs(volume.OS(), dir)
+		if err != nil {
+			return err
+		}
+		for _, s := range specs {
+			rows = append(rows, row{Name: s.Name, ID: s.ID, Partitions: s.Partitions, Deleted: s.Deleted})
+		}
+	}
+	if rows == nil {
+		rows = []row{}
+	}
+	if src.output == "json" {
+		return printJSON(out, rows)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tPARTITIONS\tSTATE")
+	for _, r := range rows {
+		state := "live"
+		if r.Deleted {
+			state = "deleting"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.Name, r.ID, r.Partitions, state)
+	}
+	return tw.Flush()
+}
+
+func topicsDescribe(src source, name string, out io.Writer) error {
+	var ts engine.TopicStatus
+	if src.admin != "" {
+		var st engine.BrokerStatus
+		if err := getJSON(strings.TrimRight(src.admin, "/")+"/status", &st); err != nil {
+			return err
+		}
+		found := false
+		for _, t := range st.Topics {
+			if t.Name == name {
+				ts, found = t, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("topic %q is not served by that broker", name)
+		}
+	} else {
+		dir, err := src.cluster()
+		if err != nil {
+			return err
+		}
+		if src.data == "" {
+			return errors.New("topics describe reads the data volume: give --data DIR")
+		}
+		ts, err = engine.InspectTopic(volume.OS(), src.data, dir, name)
+		if err != nil {
+			return err
+		}
+	}
+	if src.output == "json" {
+		return printJSON(out, ts)
+	}
+	fmt.Fprintf(out, "topic %s  id %s  partitions %d\n", ts.Name, ts.ID, len(ts.Partitions))
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tEPOCH\tLOG START\tHIGH WATERMARK\tLOG END\tSEGMENTS\tSIZE")
+	for _, p := range ts.Partitions {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Partition, p.LeaderEpoch, p.LogStartOffset, p.HighWatermark,
+			p.LogEndOffset, p.Segments, humanBytes(p.SizeBytes))
+	}
+	return tw.Flush()
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

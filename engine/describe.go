@@ -1,0 +1,72 @@
+package engine
+
+// BrokerStatus is what /status reports and `kaasctl topics --admin` reads.
+type BrokerStatus struct {
+	BrokerID  int32         `json:"brokerID"`
+	ClusterID string        `json:"clusterID"`
+	Ready     bool          `json:"ready"`
+	Topics    []TopicStatus `json:"topics"`
+}
+
+// TopicStatus describes one live topic.
+type TopicStatus struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	Partitions []PartitionStatus `json:"partitions"`
+}
+
+// PartitionStatus describes one partition as this broker serves it.
+type PartitionStatus struct {
+	Partition      int32  `json:"partition"`
+	Serving        bool   `json:"serving"`
+	LeaderEpoch    int32  `json:"leaderEpoch"`
+	LogStartOffset int64  `json:"logStartOffset"`
+	HighWatermark  int64  `json:"highWatermark"`
+	LogEndOffset   int64  `json:"logEndOffset"`
+	SizeBytes      int64  `json:"sizeBytes"`
+	Segments       int    `json:"segments"`
+	Error          string `json:"error,omitempty"`
+}
+
+// Describe reports the broker's live topics and partitions.
+func (e *Engine) Describe() BrokerStatus {
+	st := BrokerStatus{BrokerID: e.cfg.BrokerID, ClusterID: e.clusterID, Ready: e.Ready()}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, v := range e.sortedTopicsLocked() {
+		ts := TopicStatus{Name: v.spec.Name, ID: v.spec.ID, Configs: v.spec.Configs}
+		for i, p := range v.parts {
+			ps := PartitionStatus{Partition: int32(i), LeaderEpoch: -1}
+			if p != nil {
+				lg := p.log
+				ps.Serving = true
+				ps.LeaderEpoch = lg.Epoch()
+				ps.LogStartOffset, ps.HighWatermark, ps.LogEndOffset = lg.LogStartOffset(), lg.HighWatermark(), lg.LogEndOffset()
+				ps.SizeBytes = lg.Size()
+				ps.Segments = len(lg.Segments())
+				if err := lg.Err(); err != nil {
+					ps.Error = err.Error()
+				}
+			}
+			ts.Partitions = append(ts.Partitions, ps)
+		}
+		st.Topics = append(st.Topics, ts)
+	}
+	return st
+}
+
+func (e *Engine) sortedTopicsLocked() []*topic {
+	out := make([]*topic, 0, len(e.topics))
+	for _, t := range e.topics {
+		if !t.spec.Deleted {
+			out = append(out, t)
+		}
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].spec.Name < out[j-1].spec.Name; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}

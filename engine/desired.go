@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// TopicSpec is the desired state of one topic: one small file per topic under
+// <cluster>/topics/, written atomically by the Kafka admin APIs (and later by
+// the Kubernetes operator). Only the reconciler turns it into directories.
+type TopicSpec struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"` // UUID; a new one for every incarnation
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	// Deleted asks for the topic-delete machine to run for this ID.
+	Deleted bool `json:"deleted,omitempty"`
+	// Generation grows with every change to the spec.
+	Generation int64 `json:"generation"`
+}
+
+const topicsDesiredDir = "topics"
+
+func desiredPath(clusterDir, name string) string {
+	return path.Join(clusterDir, topicsDesiredDir, name+".json")
+}
+
+// WriteTopicSpec stores a spec atomically.
+func WriteTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode topic %s: %w", spec.Name, err)
+	}
+	if err := volume.WriteFileAtomic(fsys, desiredPath(clusterDir, spec.Name), b); err != nil {
+		return fmt.Errorf("write desired topic %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
+// ReadTopicSpec reads one spec; absent is fs.ErrNotExist.
+func ReadTopicSpec(fsys volume.FS, clusterDir, name string) (TopicSpec, error) {
+	b, err := volume.ReadFile(fsys, desiredPath(clusterDir, name))
+	if err != nil {
+		return TopicSpec{}, err
+	}
+	var s TopicSpec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return TopicSpec{}, fmt.Errorf("decode desired topic %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// RemoveTopicSpec removes a spec if it still names topicID.
+func RemoveTopicSpec(fsys volume.FS, clusterDir, name, topicID string) error {
+	s, err := ReadTopicSpec(fsys, clusterDir, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if s.ID != topicID {
+		return nil // a new incarnation owns the name now
+	}
+	p := desiredPath(clusterDir, name)
+	if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove desired topic %s: %w", name, err)
+	}
+	return fsys.SyncDir(path.Dir(p))
+}
+
+// ListTopicSpecs reads every spec, sorted by name.
+func ListTopicSpecs(fsys volume.FS, clusterDir string) ([]TopicSpec, error) {
+	dir := path.Join(clusterDir, topicsDesiredDir)
+	ents, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list desired topics: %w", err)
+	}
+	var out []TopicSpec
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || volume.IsTempName(n) || !strings.HasSuffix(n, ".json") {
+			continue
+		}
+		s, err := ReadTopicSpec(fsys, clusterDir, strings.TrimSuffix(n, ".json"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// ValidTopicName applies Kafka's rules: 1-249 characters of [a-zA-Z0-9._-],
+// not "." or "..".
+func ValidTopicName(name string) error {
+	if name == "" {
+		return errors.New("topic name is empty")
+	}
+	if len(name) > 249 {
+		return fmt.Errorf("topic name is %d characters, the limit is 249", len(name))
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("topic name %q is not allowed", name)
+	}
+	for _, c := range name {
+		ok := c == '.' || c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		if !ok {
+			return fmt.Errorf("topic name %q contains %q: only ASCII letters, digits, '.', '_' and '-' are allowed", name, c)
+		}
+	}
+	return nil
+}

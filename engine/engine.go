@@ -1,0 +1,752 @@
+// Package engine is the core of a kaas broker: the desired state of topics,
+// the reconciler that drives the named state machines of package states to
+// their end states, and the partitions this broker serves. It knows nothing
+// of the Kafka wire protocol (package wire) or of Kubernetes.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/uuid"
+
+	"github.com/kaas-dev/kaas/states"
+	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/partlog"
+)
+
+// Config configures an Engine.
+type Config struct {
+	FS         volume.FS
+	DataDir    string
+	ClusterDir string // default <DataDir>/__cluster
+	BrokerID   int32
+
+	AutoCreateTopics  bool
+	DefaultPartitions int32 // default 1
+
+	Logger logr.Logger
+	Now    func() time.Time
+
+	// ResyncInterval is how often every topic is reconciled even without a
+	// change (level-triggered). Default 10s.
+	ResyncInterval time.Duration
+	// CheckpointInterval is how often partition logs advance their recovery
+	// checkpoint. Default 1s.
+	CheckpointInterval time.Duration
+	Workers            int
+}
+
+// Errors the front end maps to Kafka error codes.
+var (
+	ErrUnknownTopic      = errors.New("unknown topic or partition")
+	ErrNotServing        = errors.New("partition is not being served by this broker yet")
+	ErrTopicExists       = errors.New("topic already exists")
+	ErrTopicDeleting     = errors.New("topic is marked for deletion")
+	ErrInvalidTopic      = errors.New("invalid topic")
+	ErrInvalidPartitions = errors.New("invalid number of partitions")
+	ErrInvalidConfig     = errors.New("invalid config")
+)
+
+// Engine is one broker's core.
+type Engine struct {
+	cfg   Config
+	fsys  volume.FS
+	log   logr.Logger
+	queue *Queue
+	pids  *ProducerIDs
+
+	clusterID string
+	owner     string
+
+	mu     sync.RWMutex
+	topics map[string]*topic
+
+	changeMu sync.Mutex
+	changeCh chan struct{}
+
+	adminMu sync.Mutex // serialises desired-state writes of this broker
+}
+
+type topic struct {
+	spec  TopicSpec
+	parts []*Partition // nil where not serving
+}
+
+// New prepares an engine on the volume: the cluster directory and the
+// cluster ID exist when it returns. Run starts reconciling.
+func New(cfg Config) (*Engine, error) {
+	if cfg.FS == nil {
+		cfg.FS = volume.OS()
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = "kaas-data"
+	}
+	if cfg.ClusterDir == "" {
+		cfg.ClusterDir = path.Join(cfg.DataDir, "__cluster")
+	}
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = 10 * time.Second
+	}
+	if cfg.CheckpointInterval <= 0 {
+		cfg.CheckpointInterval = time.Second
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	e := &Engine{
+		cfg:      cfg,
+		fsys:     cfg.FS,
+		log:      cfg.Logger,
+		queue:    NewQueue(cfg.Now, 100*time.Millisecond, 30*time.Second),
+		pids:     NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
+		owner:    "broker-" + strconv.Itoa(int(cfg.BrokerID)),
+		topics:   map[string]*topic{},
+		changeCh: make(chan struct{}),
+	}
+	for _, d := range []string{cfg.DataDir, path.Join(cfg.DataDir, states.TopicsDir), cfg.ClusterDir, path.Join(cfg.ClusterDir, topicsDesiredDir)} {
+		if err := volume.MkdirAllSync(e.fsys, d); err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", d, err)
+		}
+	}
+	id, err := loadClusterID(e.fsys, cfg.ClusterDir)
+	if err != nil {
+		return nil, err
+	}
+	e.clusterID = id
+	specs, err := ListTopicSpecs(e.fsys, cfg.ClusterDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range specs {
+		if !s.Deleted {
+			e.topics[s.Name] = &topic{spec: s, parts: make([]*Partition, s.Partitions)}
+		}
+		e.queue.Add(topicKey(s.Name))
+	}
+	return e, nil
+}
+
+// loadClusterID reads <cluster>/cluster.json, creating it on first start.
+func loadClusterID(fsys volume.FS, clusterDir string) (string, error) {
+	p := path.Join(clusterDir, "cluster.json")
+	type clusterFile struct {
+		ClusterID string `json:"clusterID"`
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		b, err := volume.ReadFile(fsys, p)
+		if err == nil {
+			var cf clusterFile
+			if json.Unmarshal(b, &cf) == nil && cf.ClusterID != "" {
+				return cf.ClusterID, nil
+			}
+			// Torn by a crash during the first start: only a first start
+			// writes it, so rewrite it.
+			b, _ = json.Marshal(clusterFile{ClusterID: newClusterID()})
+			if err := volume.WriteFileAtomic(fsys, p, b); err != nil {
+				return "", fmt.Errorf("rewrite cluster id: %w", err)
+			}
+			continue
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("read cluster id: %w", err)
+		}
+		b, _ = json.Marshal(clusterFile{ClusterID: newClusterID()})
+		if err := volume.CreateExclusiveFile(fsys, p, b); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("create cluster id: %w", err)
+		}
+	}
+	return "", errors.New("cluster id did not settle")
+}
+
+func newClusterID() string {
+	u := uuid.New()
+	return strings.TrimRight(base64URL(u[:]), "=")
+}
+
+func topicKey(name string) string { return "topic/" + name }
+
+// ClusterID is the cluster's stable ID.
+func (e *Engine) ClusterID() string { return e.clusterID }
+
+// BrokerID is this broker's ID.
+func (e *Engine) BrokerID() int32 { return e.cfg.BrokerID }
+
+// Run reconciles until ctx ends, then releases every partition (fsync,
+// producer snapshot, handles closed) and returns.
+func (e *Engine) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for i := 0; i < e.cfg.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.work(ctx)
+		}()
+	}
+	ticker := time.NewTicker(e.cfg.ResyncInterval)
+	defer ticker.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-ticker.C:
+			e.resync()
+		}
+	}
+	wg.Wait()
+	return e.closeAll()
+}
+
+func (e *Engine) resync() {
+	specs, err := ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
+	if err != nil {
+		e.log.Error(err, "resync: list desired topics")
+		return
+	}
+	seen := map[string]bool{}
+	for _, s := range specs {
+		seen[s.Name] = true
+		e.queue.Add(topicKey(s.Name))
+	}
+	e.mu.RLock()
+	for name := range e.topics {
+		if !seen[name] {
+			e.queue.Add(topicKey(name))
+		}
+	}
+	e.mu.RUnlock()
+}
+
+func (e *Engine) work(ctx context.Context) {
+	for {
+		key, ok := e.queue.Get(ctx)
+		if !ok {
+			return
+		}
+		err := e.reconcile(ctx, key)
+		if err != nil && ctx.Err() == nil {
+			e.log.Error(err, "reconcile failed; retrying with backoff", "key", key, "failures", e.queue.Failures(key)+1)
+		}
+		e.queue.Done(key, err, 0)
+	}
+}
+
+func (e *Engine) reconcile(ctx context.Context, key string) error {
+	name, ok := strings.CutPrefix(key, "topic/")
+	if !ok {
+		return fmt.Errorf("unknown reconcile key %q", key)
+	}
+	spec, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return e.dropTopic(name, "")
+	}
+	if err != nil {
+		return err
+	}
+	if spec.Deleted {
+		return e.driveDelete(ctx, spec)
+	}
+	if err := e.upsertTopic(spec); err != nil {
+		return err
+	}
+	var errs []error
+	for p := int32(0); p < spec.Partitions; p++ {
+		if err := e.driveOpen(ctx, spec, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// upsertTopic installs spec in the routing table. A different ID under the
+// same name is a new incarnation: the old one's partitions are closed.
+func (e *Engine) upsertTopic(spec TopicSpec) error {
+	e.mu.Lock()
+	t := e.topics[spec.Name]
+	var stale []*Partition
+	switch {
+	case t == nil:
+		e.topics[spec.Name] = &topic{spec: spec, parts: make([]*Partition, spec.Partitions)}
+	case t.spec.ID != spec.ID:
+		stale = t.parts
+		e.topics[spec.Name] = &topic{spec: spec, parts: make([]*Partition, spec.Partitions)}
+	default:
+		t.spec = spec
+		for int32(len(t.parts)) < spec.Partitions {
+			t.parts = append(t.parts, nil)
+		}
+	}
+	e.mu.Unlock()
+	var errs []error
+	for _, p := range stale {
+		if p != nil {
+			errs = append(errs, p.close())
+		}
+	}
+	e.broadcast()
+	return errors.Join(errs...)
+}
+
+func (e *Engine) save(rec *states.Record) error {
+	return states.Save(e.fsys, e.cfg.ClusterDir, rec)
+}
+
+// driveOpen drives one partition's open machine to serving.
+func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index int32) error {
+	obj := states.PartitionObject(spec.Name, index)
+	cur := e.servingPartition(spec.Name, spec.ID, index)
+	if cur != nil && cur.log.Err() == nil {
+		return nil // serving: nothing to observe or do
+	}
+	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, obj)
+	if err != nil {
+		return err
+	}
+	if rec == nil || rec.TopicID != spec.ID {
+		rec = &states.Record{Kind: states.PartitionOpen.Kind, Object: obj, Desired: states.PartitionOpen.End,
+			State: states.PartitionOpen.Initial, TopicID: spec.ID, Since: e.cfg.Now().UTC(), Owner: e.owner}
+	}
+	if cur != nil {
+		// The log failed (fsync error or fenced): release it and recover
+		// again from the volume under a new epoch.
+		e.log.Info("partition log failed; reopening", "topic", spec.Name, "partition", index, "err", cur.log.Err())
+		e.unpublish(cur)
+		if err := cur.close(); err != nil {
+			e.log.Error(err, "close failed partition", "topic", spec.Name, "partition", index)
+		}
+	}
+	if rec.State == "recovered" || rec.State == "serving" {
+		rec.State = "stamped" // handles belong to a process; this one holds none
+	}
+	rec.Owner = e.owner
+	var opened *Partition
+	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index,
+		func(ctx context.Context) error {
+			p, err := e.openPartition(spec, index, rec)
+			if err != nil {
+				return err
+			}
+			opened = p
+			return nil
+		},
+		func(ctx context.Context) error {
+			if opened == nil {
+				return errors.New("no open log to serve")
+			}
+			return e.publish(opened)
+		})
+	err = states.Drive(ctx, states.PartitionOpen, rec, acts, e.save, e.cfg.Now)
+	if err != nil && opened != nil && e.servingPartition(spec.Name, spec.ID, index) != opened {
+		_ = opened.close()
+	}
+	if err == nil {
+		e.log.Info("partition serving", "topic", spec.Name, "partition", index, "epoch", rec.Epoch)
+	}
+	return err
+}
+
+// openPartition opens the log under the next leader epoch and rebuilds the
+// producer state from the newest snapshot plus the log after it.
+func (e *Engine) openPartition(spec TopicSpec, index int32, rec *states.Record) (*Partition, error) {
+	dir := states.PartitionDir(e.cfg.DataDir, spec.Name, index)
+	fence, err := partlog.ReadFence(e.fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read fence: %w", err)
+	}
+	epoch := max(fence, rec.Epoch) + 1
+	start := time.Now()
+	lg, err := partlog.Open(e.fsys, dir, partlog.Config{
+		Epoch:              epoch,
+		SegmentBytes:       spec.configInt("segment.bytes"),
+		SegmentAge:         time.Duration(spec.configInt("segment.ms")) * time.Millisecond,
+		MaxBatchBytes:      int32(spec.configInt("max.message.bytes")),
+		CheckpointInterval: e.cfg.CheckpointInterval,
+		Now:                e.cfg.Now,
+		Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	opened := time.Since(start)
+	ps, replayed, err := loadProducerState(e.fsys, dir, lg)
+	if err != nil {
+		_ = lg.Close()
+		return nil, err
+	}
+	rec.Epoch = epoch
+	p := &Partition{Topic: spec.Name, Index: index, TopicID: spec.ID, fsys: e.fsys, dir: dir, log: lg,
+		producers: ps, onChange: e.broadcast, onFailure: e.partitionFailed}
+	e.log.V(1).Info("partition recovered", "topic", spec.Name, "partition", index, "epoch", epoch,
+		"logStart", lg.LogStartOffset(), "logEnd", lg.LogEndOffset(), "openTime", opened,
+		"producerReplayBatches", replayed, "totalTime", time.Since(start))
+	return p, nil
+}
+
+func (e *Engine) partitionFailed(p *Partition) { e.queue.Add(topicKey(p.Topic)) }
+
+func (e *Engine) servingPartition(name, id string, index int32) *Partition {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	t := e.topics[name]
+	if t == nil || t.spec.ID != id || index >= int32(len(t.parts)) {
+		return nil
+	}
+	return t.parts[index]
+}
+
+func (e *Engine) publish(p *Partition) error {
+	e.mu.Lock()
+	t := e.topics[p.Topic]
+	if t == nil || t.spec.ID != p.TopicID || p.Index >= int32(len(t.parts)) {
+		e.mu.Unlock()
+		return fmt.Errorf("topic %s incarnation %s is gone", p.Topic, p.TopicID)
+	}
+	t.parts[p.Index] = p
+	e.mu.Unlock()
+	e.broadcast()
+	return nil
+}
+
+func (e *Engine) unpublish(p *Partition) {
+	e.mu.Lock()
+	if t := e.topics[p.Topic]; t != nil && p.Index < int32(len(t.parts)) && t.parts[p.Index] == p {
+		t.parts[p.Index] = nil
+	}
+	e.mu.Unlock()
+	e.broadcast()
+}
+
+// dropTopic removes a topic from routing and closes its partitions. An empty
+// id drops whatever incarnation is there.
+func (e *Engine) dropTopic(name, id string) error {
+	e.mu.Lock()
+	t := e.topics[name]
+	if t == nil || (id != "" && t.spec.ID != id) {
+		e.mu.Unlock()
+		return nil
+	}
+	delete(e.topics, name)
+	e.mu.Unlock()
+	e.broadcast()
+	var errs []error
+	for _, p := range t.parts {
+		if p != nil {
+			errs = append(errs, p.close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// driveDelete drives a topic incarnation's delete machine to deleted.
+func (e *Engine) driveDelete(ctx context.Context, spec TopicSpec) error {
+	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.TopicDelete.Kind, spec.Name)
+	if err != nil {
+		return err
+	}
+	if rec == nil || rec.TopicID != spec.ID {
+		rec = &states.Record{Kind: states.TopicDelete.Kind, Object: spec.Name, Desired: states.TopicDelete.End,
+			State: states.TopicDelete.Initial, TopicID: spec.ID, Since: e.cfg.Now().UTC(), Owner: e.owner}
+	}
+	rec.Owner = e.owner
+	acts := states.TopicDeleteActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID,
+		func(ctx context.Context) error {
+			// Lifecycle fencing: handles are closed before anything is removed.
+			if err := e.dropTopic(spec.Name, spec.ID); err != nil {
+				return err
+			}
+			for p := int32(0); p < spec.Partitions; p++ {
+				if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		func(ctx context.Context) error {
+			return RemoveTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name, spec.ID)
+		})
+	if err := states.Drive(ctx, states.TopicDelete, rec, acts, e.save, e.cfg.Now); err != nil {
+		return err
+	}
+	e.log.Info("topic deleted", "topic", spec.Name, "topicID", spec.ID)
+	e.broadcast()
+	return nil
+}
+
+func (e *Engine) closeAll() error {
+	e.mu.Lock()
+	var parts []*Partition
+	for _, t := range e.topics {
+		for i, p := range t.parts {
+			if p != nil {
+				parts = append(parts, p)
+				t.parts[i] = nil
+			}
+		}
+	}
+	e.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		errs = append(errs, p.close())
+	}
+	return errors.Join(errs...)
+}
+
+// broadcast wakes everything waiting for a change (long-poll fetches,
+// waits for serving or deleted topics).
+func (e *Engine) broadcast() {
+	e.changeMu.Lock()
+	close(e.changeCh)
+	e.changeCh = make(chan struct{})
+	e.changeMu.Unlock()
+}
+
+// Changed returns a channel closed at the next change.
+func (e *Engine) Changed() <-chan struct{} {
+	e.changeMu.Lock()
+	defer e.changeMu.Unlock()
+	return e.changeCh
+}
+
+// TopicView is a topic as routing sees it.
+type TopicView struct {
+	Spec TopicSpec
+	// Epochs holds each partition's leader epoch, -1 where not serving.
+	Epochs []int32
+}
+
+func (t *topic) view() TopicView {
+	v := TopicView{Spec: t.spec, Epochs: make([]int32, len(t.parts))}
+	for i, p := range t.parts {
+		v.Epochs[i] = -1
+		if p != nil {
+			v.Epochs[i] = p.Epoch()
+		}
+	}
+	return v
+}
+
+// Topics lists live topics, sorted by name.
+func (e *Engine) Topics() []TopicView {
+	e.mu.RLock()
+	out := make([]TopicView, 0, len(e.topics))
+	for _, t := range e.topics {
+		if !t.spec.Deleted {
+			out = append(out, t.view())
+		}
+	}
+	e.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Name < out[j].Spec.Name })
+	return out
+}
+
+// Topic returns one live topic.
+func (e *Engine) Topic(name string) (TopicView, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	t := e.topics[name]
+	if t == nil || t.spec.Deleted {
+		return TopicView{}, false
+	}
+	return t.view(), true
+}
+
+// TopicByID returns the live topic with this ID.
+func (e *Engine) TopicByID(id string) (TopicView, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, t := range e.topics {
+		if t.spec.ID == id && !t.spec.Deleted {
+			return t.view(), true
+		}
+	}
+	return TopicView{}, false
+}
+
+// Partition returns a partition this broker serves.
+func (e *Engine) Partition(name string, index int32) (*Partition, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	t := e.topics[name]
+	if t == nil || t.spec.Deleted || index < 0 || index >= int32(len(t.parts)) {
+		return nil, fmt.Errorf("%w: %s/%d", ErrUnknownTopic, name, index)
+	}
+	if p := t.parts[index]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: %s/%d", ErrNotServing, name, index)
+}
+
+// NextProducerID issues a producer ID never issued before.
+func (e *Engine) NextProducerID() (int64, error) { return e.pids.Next() }
+
+// CreateTopicRequest asks for a new topic.
+type CreateTopicRequest struct {
+	Name         string
+	Partitions   int32 // -1: the default
+	Configs      map[string]string
+	ValidateOnly bool
+}
+
+// CreateTopic writes the desired state of a new topic incarnation.
+func (e *Engine) CreateTopic(req CreateTopicRequest) (TopicSpec, error) {
+	if err := ValidTopicName(req.Name); err != nil {
+		return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidTopic, err)
+	}
+	if req.Partitions == -1 {
+		req.Partitions = e.cfg.DefaultPartitions
+	}
+	if req.Partitions < 1 || req.Partitions > 100000 {
+		return TopicSpec{}, fmt.Errorf("%w: %d (must be between 1 and 100000)", ErrInvalidPartitions, req.Partitions)
+	}
+	if err := ValidateTopicConfigs(req.Configs); err != nil {
+		return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	cur, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, req.Name)
+	switch {
+	case err == nil && cur.Deleted:
+		return TopicSpec{}, fmt.Errorf("%w: %s", ErrTopicDeleting, req.Name)
+	case err == nil:
+		return cur, fmt.Errorf("%w: %s", ErrTopicExists, req.Name)
+	case !errors.Is(err, fs.ErrNotExist):
+		return TopicSpec{}, err
+	}
+	spec := TopicSpec{Name: req.Name, ID: uuid.NewString(), Partitions: req.Partitions, Configs: req.Configs, Generation: 1}
+	if req.ValidateOnly {
+		return spec, nil
+	}
+	if err := WriteTopicSpec(e.fsys, e.cfg.ClusterDir, spec); err != nil {
+		return TopicSpec{}, err
+	}
+	e.log.Info("topic created", "topic", spec.Name, "topicID", spec.ID, "partitions", spec.Partitions)
+	if err := e.upsertTopic(spec); err != nil {
+		return spec, err
+	}
+	e.queue.Add(topicKey(spec.Name))
+	return spec, nil
+}
+
+// AutoCreate creates a topic with the defaults if auto-creation is on.
+func (e *Engine) AutoCreate(name string) error {
+	if !e.cfg.AutoCreateTopics {
+		return fmt.Errorf("%w: %s (auto-creation is off)", ErrUnknownTopic, name)
+	}
+	_, err := e.CreateTopic(CreateTopicRequest{Name: name, Partitions: -1})
+	if errors.Is(err, ErrTopicExists) {
+		return nil
+	}
+	return err
+}
+
+// AutoCreateEnabled reports whether topics are created on first use.
+func (e *Engine) AutoCreateEnabled() bool { return e.cfg.AutoCreateTopics }
+
+// DeleteTopic marks a topic incarnation deleted; the reconciler removes it.
+func (e *Engine) DeleteTopic(name string) (TopicSpec, error) {
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	spec, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return TopicSpec{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	if err != nil {
+		return TopicSpec{}, err
+	}
+	if !spec.Deleted {
+		spec.Deleted = true
+		spec.Generation++
+		if err := WriteTopicSpec(e.fsys, e.cfg.ClusterDir, spec); err != nil {
+			return TopicSpec{}, err
+		}
+		e.log.Info("topic delete requested", "topic", name, "topicID", spec.ID)
+	}
+	// Stop routing at once; the machine closes the handles.
+	e.mu.Lock()
+	if t := e.topics[name]; t != nil && t.spec.ID == spec.ID {
+		t.spec.Deleted = true
+	}
+	e.mu.Unlock()
+	e.queue.Add(topicKey(name))
+	return spec, nil
+}
+
+// WaitServing waits until every partition of the topic is served, or ctx ends.
+func (e *Engine) WaitServing(ctx context.Context, name string) bool {
+	for {
+		ch := e.Changed()
+		if v, ok := e.Topic(name); ok {
+			all := true
+			for _, ep := range v.Epochs {
+				all = all && ep >= 0
+			}
+			if all {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
+}
+
+// WaitDeleted waits until the incarnation's desired state is gone.
+func (e *Engine) WaitDeleted(ctx context.Context, name, id string) bool {
+	for {
+		ch := e.Changed()
+		s, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && s.ID != id) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Ready reports whether every partition of every live topic is served.
+func (e *Engine) Ready() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, t := range e.topics {
+		if t.spec.Deleted {
+			continue
+		}
+		for _, p := range t.parts {
+			if p == nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Status reads every machine's reconcile status from the volume.
+func (e *Engine) Status() ([]states.Record, error) { return ReadStatus(e.fsys, e.cfg.ClusterDir) }
+
+// ReadStatus reads reconcile status with no broker running (kaasctl).
+func ReadStatus(fsys volume.FS, clusterDir string) ([]states.Record, error) {
+	return states.LoadAll(fsys, clusterDir)
+}

@@ -1,0 +1,42 @@
+package states
+
+import (
+	"path"
+	"strconv"
+)
+
+// The layout of the data volume (docs/volume-layout.md has the whole tree):
+//
+//	<data>/topics/<topic>/.topic-id.json   the stamp naming the incarnation
+//	<data>/topics/<topic>/<partition>/     one partition log (volume/partlog)
+//	<data>/trash/<topic>~<topicID>/        a deleted incarnation, being removed
+//
+// Topics live one level down so that no topic name (Kafka allows "__cluster"
+// and ".trash") can collide with kaas's own directories.
+const (
+	TopicsDir = "topics"
+	TrashDir  = "trash"
+	StampFile = ".topic-id.json"
+)
+
+// TopicDir is the directory of a topic's partitions.
+func TopicDir(dataDir, topic string) string { return path.Join(dataDir, TopicsDir, topic) }
+
+// PartitionDir is the directory of one partition log.
+func PartitionDir(dataDir, topic string, partition int32) string {
+	return path.Join(TopicDir(dataDir, topic), strconv.Itoa(int(partition)))
+}
+
+// StampPath is the topic-ID stamp of a topic directory.
+func StampPath(dataDir, topic string) string { return path.Join(TopicDir(dataDir, topic), StampFile) }
+
+// TrashPath is where a deleted incarnation is moved aside. The topic ID in
+// the name keeps two incarnations of one name apart.
+func TrashPath(dataDir, topic, topicID string) string {
+	return path.Join(dataDir, TrashDir, topic+"~"+topicID)
+}
+
+// PartitionObject names a partition in records and status.
+func PartitionObject(topic string, partition int32) string {
+	return topic + "/" + strconv.Itoa(int(partition))
+}

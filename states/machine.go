@@ -1,0 +1,131 @@
+// Package states holds kaas's named end states: every multi-step change to
+// the volume is a Definition (a looplab/fsm transition table with a named end
+// state) plus one idempotent action per step. Drive runs the action for the
+// current state outside any fsm callback, asks the fsm whether the edge is
+// legal, persists the new state atomically, and goes on until the end state.
+//
+// A crash between an action and the persist re-runs the action on the next
+// pass, so every action must be idempotent: "already done" is success.
+package states
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/looplab/fsm"
+)
+
+// Step is one edge of a machine: from a state, an event whose action does the
+// work, to the next state.
+type Step struct {
+	From, Event, To string
+}
+
+// Definition is a machine's transition table. Steps form a single chain from
+// Initial to End; the chain is what crash sweeps enumerate.
+type Definition struct {
+	Kind    string
+	Initial string
+	End     string
+	Steps   []Step
+}
+
+// Events is the looplab/fsm form of the table.
+func (d Definition) Events() fsm.Events {
+	ev := make(fsm.Events, 0, len(d.Steps))
+	for _, s := range d.Steps {
+		ev = append(ev, fsm.EventDesc{Name: s.Event, Src: []string{s.From}, Dst: s.To})
+	}
+	return ev
+}
+
+// States lists the states in chain order.
+func (d Definition) States() []string {
+	out := []string{d.Initial}
+	for _, s := range d.Steps {
+		out = append(out, s.To)
+	}
+	return out
+}
+
+// StepFrom returns the step that leaves state.
+func (d Definition) StepFrom(state string) (Step, bool) {
+	for _, s := range d.Steps {
+		if s.From == state {
+			return s, true
+		}
+	}
+	return Step{}, false
+}
+
+// Known reports whether state belongs to the machine.
+func (d Definition) Known(state string) bool {
+	for _, s := range d.States() {
+		if s == state {
+			return true
+		}
+	}
+	return false
+}
+
+// Action does the work of one step. It must be idempotent.
+type Action func(ctx context.Context) error
+
+// Actions maps event names to their actions.
+type Actions map[string]Action
+
+// ErrIllegalTransition is a bug: the table and the record disagree.
+var ErrIllegalTransition = errors.New("illegal transition")
+
+// Drive runs rec from its current state to the machine's end state. After
+// every step it calls save with the updated record; a failed action or save
+// stops the pass with the error recorded in rec (attempts, last error), and
+// save is called once more so the failure is visible. The caller re-drives
+// later with backoff.
+func Drive(ctx context.Context, def Definition, rec *Record, acts Actions, save func(*Record) error, now func() time.Time) error {
+	if rec.State == "" {
+		rec.State = def.Initial
+	}
+	if !def.Known(rec.State) {
+		return fmt.Errorf("%s %s: %w: unknown state %q", def.Kind, rec.Object, ErrIllegalTransition, rec.State)
+	}
+	machine := fsm.NewFSM(rec.State, def.Events(), nil)
+	for rec.State != def.End {
+		step, ok := def.StepFrom(rec.State)
+		if !ok {
+			return fmt.Errorf("%s %s: %w: no step leaves %q", def.Kind, rec.Object, ErrIllegalTransition, rec.State)
+		}
+		act := acts[step.Event]
+		if act == nil {
+			return fmt.Errorf("%s %s: %w: no action for %q", def.Kind, rec.Object, ErrIllegalTransition, step.Event)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := act(ctx); err != nil {
+			rec.Attempts++
+			rec.LastError = fmt.Sprintf("%s: %v", step.Event, err)
+			if serr := save(rec); serr != nil {
+				err = errors.Join(err, fmt.Errorf("save status: %w", serr))
+			}
+			return fmt.Errorf("%s %s: step %s: %w", def.Kind, rec.Object, step.Event, err)
+		}
+		machine.SetState(rec.State)
+		if err := machine.Event(ctx, step.Event); err != nil {
+			var none fsm.NoTransitionError
+			if !errors.As(err, &none) {
+				return fmt.Errorf("%s %s: %w: %v", def.Kind, rec.Object, ErrIllegalTransition, err)
+			}
+		}
+		rec.State = machine.Current()
+		rec.Since = now().UTC()
+		rec.LastError = ""
+		if err := save(rec); err != nil {
+			rec.Attempts++
+			return fmt.Errorf("%s %s: save after %s: %w", def.Kind, rec.Object, step.Event, err)
+		}
+	}
+	return nil
+}

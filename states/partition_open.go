@@ -1,0 +1,110 @@
+package states
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// PartitionOpen brings one partition to `serving`: its directory exists, the
+// topic directory carries this incarnation's stamp, the log is open with its
+// tail recovered and its index consistent, and the owner routes requests to it.
+//
+//	pending --make-dir--> dir-ready --stamp--> stamped --recover--> recovered --serve--> serving
+//
+// `recovered` and `serving` describe handles held by a process: after a
+// restart the engine treats a record in either as `stamped`, since nothing is
+// open any more (level-triggered: the state is observed, not remembered).
+var PartitionOpen = Definition{
+	Kind:    "partition-open",
+	Initial: "pending",
+	End:     "serving",
+	Steps: []Step{
+		{From: "pending", Event: "make-dir", To: "dir-ready"},
+		{From: "dir-ready", Event: "stamp", To: "stamped"},
+		{From: "stamped", Event: "recover", To: "recovered"},
+		{From: "recovered", Event: "serve", To: "serving"},
+	},
+}
+
+// Stamp is the content of a topic directory's .topic-id.json.
+type Stamp struct {
+	Topic   string `json:"topic"`
+	TopicID string `json:"topicID"`
+}
+
+// ErrStampMismatch means the directory belongs to another incarnation of the
+// topic's name. The directory-reclaim machine (not this one) moves it aside.
+var ErrStampMismatch = errors.New("topic directory belongs to another incarnation")
+
+// PartitionOpenActions are the actions of PartitionOpen for one partition.
+// Recover opens the log (and producer state) and Serve publishes it; both are
+// supplied by the engine, which holds the handles.
+func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partition int32, recoverFn, serveFn Action) Actions {
+	return Actions{
+		"make-dir": func(ctx context.Context) error {
+			return volume.MkdirAllSync(fsys, PartitionDir(dataDir, topic, partition))
+		},
+		"stamp": func(ctx context.Context) error {
+			return EnsureStamp(fsys, dataDir, topic, topicID)
+		},
+		"recover": recoverFn,
+		"serve":   serveFn,
+	}
+}
+
+// EnsureStamp makes the topic directory carry topicID. An absent stamp is
+// created by exclusive create; an existing one must match. An unstamped
+// directory is adopted by stamping it, never reclaimed. An empty or torn
+// stamp (a create interrupted before its data was synced) is rewritten.
+func EnsureStamp(fsys volume.FS, dataDir, topic, topicID string) error {
+	p := StampPath(dataDir, topic)
+	want, err := json.Marshal(Stamp{Topic: topic, TopicID: topicID})
+	if err != nil {
+		return err
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		got, err := ReadStamp(fsys, dataDir, topic)
+		switch {
+		case err == nil && got.TopicID == topicID:
+			return nil
+		case err == nil:
+			return fmt.Errorf("%w: %s is stamped %s, want %s", ErrStampMismatch, path.Dir(p), got.TopicID, topicID)
+		case errors.Is(err, fs.ErrNotExist):
+			err = volume.CreateExclusiveFile(fsys, p, want)
+			if err == nil || errors.Is(err, fs.ErrExist) {
+				continue // re-read: EEXIST is not proof of a finished stamp
+			}
+			return fmt.Errorf("stamp %s: %w", p, err)
+		case errors.Is(err, errTornStamp):
+			// Only this topic's one writer (the engine's reconciler) stamps,
+			// so a torn stamp is our own interrupted create: replace it.
+			if err := volume.WriteFileAtomic(fsys, p, want); err != nil {
+				return fmt.Errorf("restamp %s: %w", p, err)
+			}
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("stamp %s: did not settle", p)
+}
+
+var errTornStamp = errors.New("torn stamp")
+
+// ReadStamp reads a topic directory's stamp.
+func ReadStamp(fsys volume.FS, dataDir, topic string) (Stamp, error) {
+	b, err := volume.ReadFile(fsys, StampPath(dataDir, topic))
+	if err != nil {
+		return Stamp{}, err
+	}
+	var s Stamp
+	if err := json.Unmarshal(b, &s); err != nil || s.TopicID == "" {
+		return Stamp{}, fmt.Errorf("%w: %s", errTornStamp, StampPath(dataDir, topic))
+	}
+	return s, nil
+}

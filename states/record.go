@@ -1,0 +1,124 @@
+package states
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"sort"
+	"time"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// Record is the persisted progress of one machine for one object. It is also
+// the reconcile status that kaasctl prints, read straight from the volume.
+type Record struct {
+	Kind      string    `json:"kind"`
+	Object    string    `json:"object"`
+	Desired   string    `json:"desired"`
+	State     string    `json:"state"`
+	Attempts  int       `json:"attempts"`
+	LastError string    `json:"lastError"`
+	Since     time.Time `json:"since"`
+	Owner     string    `json:"owner"`
+	// TopicID names the incarnation the record belongs to.
+	TopicID string `json:"topicID,omitempty"`
+	// Epoch is the leader epoch a partition was opened with.
+	Epoch int32 `json:"epoch,omitempty"`
+}
+
+// StatusDir is where records live under the cluster directory.
+const StatusDir = "status"
+
+// RecordPath is the file of one record: status/<kind>/<escaped object>.json.
+func RecordPath(clusterDir, kind, object string) string {
+	return path.Join(clusterDir, StatusDir, kind, url.PathEscape(object)+".json")
+}
+
+// Save writes rec atomically.
+func Save(fsys volume.FS, clusterDir string, rec *Record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode record %s %s: %w", rec.Kind, rec.Object, err)
+	}
+	p := RecordPath(clusterDir, rec.Kind, rec.Object)
+	if err := fsys.MkdirAll(path.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("status dir for %s: %w", rec.Kind, err)
+	}
+	return volume.WriteFileAtomic(fsys, p, b)
+}
+
+// Load reads one record; a missing record is (nil, nil).
+func Load(fsys volume.FS, clusterDir, kind, object string) (*Record, error) {
+	b, err := volume.ReadFile(fsys, RecordPath(clusterDir, kind, object))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read record %s %s: %w", kind, object, err)
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("decode record %s %s: %w", kind, object, err)
+	}
+	return &rec, nil
+}
+
+// Forget removes a record; a missing record is success.
+func Forget(fsys volume.FS, clusterDir, kind, object string) error {
+	err := fsys.Remove(RecordPath(clusterDir, kind, object))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("forget record %s %s: %w", kind, object, err)
+	}
+	return nil
+}
+
+// LoadAll reads every record, sorted by kind then object. Temp files left by
+// an interrupted atomic write are skipped.
+func LoadAll(fsys volume.FS, clusterDir string) ([]Record, error) {
+	root := path.Join(clusterDir, StatusDir)
+	kinds, err := fsys.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list status: %w", err)
+	}
+	var out []Record
+	for _, k := range kinds {
+		if !k.IsDir() {
+			continue
+		}
+		files, err := fsys.ReadDir(path.Join(root, k.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("list status %s: %w", k.Name(), err)
+		}
+		for _, f := range files {
+			name := f.Name()
+			if volume.IsTempName(name) || path.Ext(name) != ".json" {
+				continue
+			}
+			object, err := url.PathUnescape(name[:len(name)-len(".json")])
+			if err != nil {
+				continue
+			}
+			rec, err := Load(fsys, clusterDir, k.Name(), object)
+			if err != nil {
+				return nil, err
+			}
+			if rec != nil {
+				out = append(out, *rec)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Object < out[j].Object
+	})
+	return out, nil
+}

@@ -1,0 +1,448 @@
+// Package faultfs wraps a volume.FS and injects faults described as data.
+//
+// Unlike pebble's errorfs, which only fails an operation before it runs,
+// faultfs can also fail it after it was applied (the reply an NFS client
+// lost, or a retransmit that hit the duplicate request cache) and can crash:
+// from the crashing operation on, every call on the FS and on every file it
+// opened returns ErrCrashed, as if the process had died. Pair it with
+// memfs.CrashClone to see what such a crash leaves on disk.
+//
+// Every FS call and every File call except Seek and Name is an Op with a
+// 0-based Index from one counter shared by the FS and its files, so a test
+// can run a workload once to count its operations and then fault each one.
+package faultfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// ErrCrashed is returned by every operation once the FS has crashed.
+var ErrCrashed = errors.New("faultfs: crashed")
+
+// OpKind is the kind of an operation.
+type OpKind int
+
+// The operation kinds. FS calls come first, then File calls.
+const (
+	OpCreate OpKind = iota
+	OpCreateExclusive
+	OpOpen
+	OpOpenReadWrite
+	OpRename
+	OpRemove
+	OpMkdirAll
+	OpReadDir
+	OpStat
+	OpSyncDir
+	OpRead
+	OpReadAt
+	OpWrite
+	OpWriteAt
+	OpSync
+	OpTruncate
+	OpClose
+	OpFileStat
+)
+
+var opNames = [...]string{
+	OpCreate:          "Create",
+	OpCreateExclusive: "CreateExclusive",
+	OpOpen:            "Open",
+	OpOpenReadWrite:   "OpenReadWrite",
+	OpRename:          "Rename",
+	OpRemove:          "Remove",
+	OpMkdirAll:        "MkdirAll",
+	OpReadDir:         "ReadDir",
+	OpStat:            "Stat",
+	OpSyncDir:         "SyncDir",
+	OpRead:            "Read",
+	OpReadAt:          "ReadAt",
+	OpWrite:           "Write",
+	OpWriteAt:         "WriteAt",
+	OpSync:            "Sync",
+	OpTruncate:        "Truncate",
+	OpClose:           "Close",
+	OpFileStat:        "FileStat",
+}
+
+func (k OpKind) String() string {
+	if k >= 0 && int(k) < len(opNames) {
+		return opNames[k]
+	}
+	return fmt.Sprintf("OpKind(%d)", int(k))
+}
+
+// Mutating reports whether an operation of this kind can change what is on
+// the volume: creates, renames, removes, mkdirs, directory syncs, writes,
+// file syncs and truncates. Close is not counted, although an NFS close
+// flushes, because kaas never relies on it for durability.
+func (k OpKind) Mutating() bool {
+	switch k {
+	case OpCreate, OpCreateExclusive, OpRename, OpRemove, OpMkdirAll, OpSyncDir,
+		OpWrite, OpWriteAt, OpSync, OpTruncate:
+		return true
+	}
+	return false
+}
+
+// Op describes one operation, as an Injector sees it.
+type Op struct {
+	// Index counts every operation of the FS and its files, from 0.
+	Index int
+	Kind  OpKind
+	// Path is the name passed to the FS call, or the name the file was
+	// opened with; for a Rename, the old name.
+	Path string
+	// NewPath is the new name of a Rename, and empty otherwise.
+	NewPath string
+}
+
+func (o Op) String() string {
+	if o.NewPath != "" {
+		return fmt.Sprintf("#%d %s %s -> %s", o.Index, o.Kind, o.Path, o.NewPath)
+	}
+	return fmt.Sprintf("#%d %s %s", o.Index, o.Kind, o.Path)
+}
+
+type actionKind int
+
+const (
+	proceed actionKind = iota
+	failBefore
+	failAfter
+	crashBefore
+	crashAfter
+)
+
+// Action is what an Injector decides for one Op.
+type Action struct {
+	kind actionKind
+	err  error
+}
+
+var (
+	// Proceed runs the operation normally.
+	Proceed = Action{kind: proceed}
+	// CrashBefore crashes the FS without applying the operation: it and
+	// every later operation return ErrCrashed.
+	CrashBefore = Action{kind: crashBefore}
+	// CrashAfter applies the operation, then crashes the FS: it and every
+	// later operation return ErrCrashed.
+	CrashAfter = Action{kind: crashAfter}
+)
+
+// FailBefore returns err without applying the operation.
+func FailBefore(err error) Action { return Action{kind: failBefore, err: err} }
+
+// FailAfter applies the operation and returns err anyway, like a network
+// filesystem whose reply was lost. An open or create that fails after is
+// applied and its file closed, so the caller gets no handle.
+func FailAfter(err error) Action { return Action{kind: failAfter, err: err} }
+
+func (a Action) String() string {
+	switch a.kind {
+	case proceed:
+		return "Proceed"
+	case failBefore:
+		return fmt.Sprintf("FailBefore(%v)", a.err)
+	case failAfter:
+		return fmt.Sprintf("FailAfter(%v)", a.err)
+	case crashBefore:
+		return "CrashBefore"
+	default:
+		return "CrashAfter"
+	}
+}
+
+// Injector decides the fate of each operation. The FS calls it once per
+// Op, serially (under the FS's lock), so it may keep unsynchronised state
+// as long as it serves one FS; it must not call back into the FS. A nil
+// Injector proceeds with everything.
+type Injector func(Op) Action
+
+// FS wraps a volume.FS with fault injection. It is safe for concurrent use
+// if the inner FS is.
+type FS struct {
+	inner volume.FS
+	inj   Injector
+
+	mu       sync.Mutex
+	ops      int
+	mutating int
+	crashed  bool
+}
+
+var _ volume.FS = (*FS)(nil)
+
+// New wraps inner with the faults inj decides.
+func New(inner volume.FS, inj Injector) *FS {
+	return &FS{inner: inner, inj: inj}
+}
+
+// Ops returns the number of operations seen so far, failed ones included
+// but not those refused after a crash.
+func (f *FS) Ops() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ops
+}
+
+// MutatingOps returns the number of mutating operations seen so far. A
+// crash sweep runs a workload once without faults to learn N, then crashes
+// it at mutating operation i, before and after, for each i in [0, N).
+func (f *FS) MutatingOps() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mutating
+}
+
+// Crashed reports whether the FS has crashed.
+func (f *FS) Crashed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.crashed
+}
+
+func crashErr(kind OpKind, name string) error {
+	return &fs.PathError{Op: kind.String(), Path: name, Err: ErrCrashed}
+}
+
+// decide numbers the op, asks the injector, and records a crash. A crash is
+// recorded before the operation runs even for CrashAfter, so that no other
+// operation can start once the crashing one has been decided.
+func (f *FS) decide(kind OpKind, name, newName string) (Action, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.crashed {
+		return Action{}, crashErr(kind, name)
+	}
+	op := Op{Index: f.ops, Kind: kind, Path: name, NewPath: newName}
+	f.ops++
+	if kind.Mutating() {
+		f.mutating++
+	}
+	a := Proceed
+	if f.inj != nil {
+		a = f.inj(op)
+	}
+	if a.kind == crashBefore || a.kind == crashAfter {
+		f.crashed = true
+	}
+	if a.kind == crashBefore {
+		return a, crashErr(kind, name)
+	}
+	return a, nil
+}
+
+// afterErr is the error an operation that ran returns under action a, given
+// the error it returned itself. An operation that failed on its own keeps
+// its own error.
+func afterErr(a Action, kind OpKind, name string, err error) error {
+	if err != nil {
+		return err
+	}
+	switch a.kind {
+	case failAfter:
+		return &fs.PathError{Op: kind.String(), Path: name, Err: a.err}
+	case crashAfter:
+		return crashErr(kind, name)
+	}
+	return nil
+}
+
+// run performs an operation that returns only an error.
+func (f *FS) run(kind OpKind, name, newName string, do func() error) error {
+	a, err := f.decide(kind, name, newName)
+	if err != nil {
+		return err
+	}
+	if a.kind == failBefore {
+		return &fs.PathError{Op: kind.String(), Path: name, Err: a.err}
+	}
+	return afterErr(a, kind, name, do())
+}
+
+// open performs an operation that returns a file, closing it when the
+// caller is not to get it.
+func (f *FS) open(kind OpKind, name string, do func() (volume.File, error)) (volume.File, error) {
+	a, err := f.decide(kind, name, "")
+	if err != nil {
+		return nil, err
+	}
+	if a.kind == failBefore {
+		return nil, &fs.PathError{Op: kind.String(), Path: name, Err: a.err}
+	}
+	inner, err := do()
+	if err = afterErr(a, kind, name, err); err != nil {
+		if inner != nil {
+			_ = inner.Close()
+		}
+		return nil, err
+	}
+	return &file{fs: f, inner: inner}, nil
+}
+
+// Create implements volume.FS.
+func (f *FS) Create(name string) (volume.File, error) {
+	return f.open(OpCreate, name, func() (volume.File, error) { return f.inner.Create(name) })
+}
+
+// CreateExclusive implements volume.FS.
+func (f *FS) CreateExclusive(name string) (volume.File, error) {
+	return f.open(OpCreateExclusive, name, func() (volume.File, error) { return f.inner.CreateExclusive(name) })
+}
+
+// Open implements volume.FS.
+func (f *FS) Open(name string) (volume.File, error) {
+	return f.open(OpOpen, name, func() (volume.File, error) { return f.inner.Open(name) })
+}
+
+// OpenReadWrite implements volume.FS.
+func (f *FS) OpenReadWrite(name string) (volume.File, error) {
+	return f.open(OpOpenReadWrite, name, func() (volume.File, error) { return f.inner.OpenReadWrite(name) })
+}
+
+// Rename implements volume.FS.
+func (f *FS) Rename(oldname, newname string) error {
+	return f.run(OpRename, oldname, newname, func() error { return f.inner.Rename(oldname, newname) })
+}
+
+// Remove implements volume.FS.
+func (f *FS) Remove(name string) error {
+	return f.run(OpRemove, name, "", func() error { return f.inner.Remove(name) })
+}
+
+// MkdirAll implements volume.FS.
+func (f *FS) MkdirAll(name string, perm fs.FileMode) error {
+	return f.run(OpMkdirAll, name, "", func() error { return f.inner.MkdirAll(name, perm) })
+}
+
+// ReadDir implements volume.FS.
+func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
+	var out []fs.DirEntry
+	err := f.run(OpReadDir, name, "", func() (err error) {
+		out, err = f.inner.ReadDir(name)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Stat implements volume.FS.
+func (f *FS) Stat(name string) (fs.FileInfo, error) {
+	var fi fs.FileInfo
+	err := f.run(OpStat, name, "", func() (err error) {
+		fi, err = f.inner.Stat(name)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fi, nil
+}
+
+// SyncDir implements volume.FS.
+func (f *FS) SyncDir(name string) error {
+	return f.run(OpSyncDir, name, "", func() error { return f.inner.SyncDir(name) })
+}
+
+// file wraps an inner file; its operations share the FS's counter and
+// crash state.
+type file struct {
+	fs    *FS
+	inner volume.File
+}
+
+var _ volume.File = (*file)(nil)
+
+func (fl *file) Name() string { return fl.inner.Name() }
+
+// rw performs a read or write. Under FailAfter the bytes moved are reported
+// alongside the injected error.
+func (fl *file) rw(kind OpKind, do func() (int, error)) (int, error) {
+	name := fl.inner.Name()
+	a, err := fl.fs.decide(kind, name, "")
+	if err != nil {
+		return 0, err
+	}
+	if a.kind == failBefore {
+		return 0, &fs.PathError{Op: kind.String(), Path: name, Err: a.err}
+	}
+	n, err := do()
+	return n, afterErr(a, kind, name, err)
+}
+
+func (fl *file) Read(p []byte) (int, error) {
+	return fl.rw(OpRead, func() (int, error) { return fl.inner.Read(p) })
+}
+
+func (fl *file) ReadAt(p []byte, off int64) (int, error) {
+	return fl.rw(OpReadAt, func() (int, error) { return fl.inner.ReadAt(p, off) })
+}
+
+func (fl *file) Write(p []byte) (int, error) {
+	return fl.rw(OpWrite, func() (int, error) { return fl.inner.Write(p) })
+}
+
+func (fl *file) WriteAt(p []byte, off int64) (int, error) {
+	return fl.rw(OpWriteAt, func() (int, error) { return fl.inner.WriteAt(p, off) })
+}
+
+// Seek is not an Op (it never reaches the volume), but a crashed FS refuses
+// it like everything else.
+func (fl *file) Seek(offset int64, whence int) (int64, error) {
+	if fl.fs.Crashed() {
+		return 0, &fs.PathError{Op: "Seek", Path: fl.inner.Name(), Err: ErrCrashed}
+	}
+	return fl.inner.Seek(offset, whence)
+}
+
+func (fl *file) Sync() error {
+	return fl.fs.run(OpSync, fl.inner.Name(), "", fl.inner.Sync)
+}
+
+func (fl *file) Truncate(size int64) error {
+	return fl.fs.run(OpTruncate, fl.inner.Name(), "", func() error { return fl.inner.Truncate(size) })
+}
+
+func (fl *file) Close() error {
+	return fl.fs.run(OpClose, fl.inner.Name(), "", fl.inner.Close)
+}
+
+func (fl *file) Stat() (fs.FileInfo, error) {
+	var fi fs.FileInfo
+	err := fl.fs.run(OpFileStat, fl.inner.Name(), "", func() (err error) {
+		fi, err = fl.inner.Stat()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fi, nil
+}
+
+// matchPath reports whether p matches glob (path.Match syntax). A glob
+// without a slash is matched against the base name too, so "*.json"
+// matches "a/b/x.json". An empty glob matches everything.
+func matchPath(glob, p string) bool {
+	if glob == "" {
+		return true
+	}
+	if ok, _ := path.Match(glob, p); ok {
+		return true
+	}
+	if !strings.Contains(glob, "/") {
+		ok, _ := path.Match(glob, path.Base(p))
+		return ok
+	}
+	return false
+}

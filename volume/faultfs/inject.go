@@ -1,0 +1,93 @@
+package faultfs
+
+import (
+	"sync"
+	"syscall"
+)
+
+// The helpers below return fresh Injectors. Those that count keep their own
+// state, guarded so that sharing one between FSs is safe, though counting
+// then spans them all: use a fresh Injector per run.
+
+// CrashAtMutating crashes the FS at its i-th mutating operation (0-based,
+// counting only ops whose Kind is Mutating): before that operation is
+// applied, or after it when after is true.
+func CrashAtMutating(i int, after bool) Injector {
+	var mu sync.Mutex
+	seen := 0
+	return func(op Op) Action {
+		if !op.Kind.Mutating() {
+			return Proceed
+		}
+		mu.Lock()
+		n := seen
+		seen++
+		mu.Unlock()
+		if n != i {
+			return Proceed
+		}
+		if after {
+			return CrashAfter
+		}
+		return CrashBefore
+	}
+}
+
+// FailMatching fails the first count operations of the given kind whose
+// path (or, for a Rename, new path) matches pathGlob, with err, before or
+// after applying them. A count of zero or less fails every match. The glob
+// uses path.Match syntax; one without a slash also matches the base name,
+// and an empty glob matches every path.
+func FailMatching(kind OpKind, pathGlob string, err error, after bool, count int) Injector {
+	var mu sync.Mutex
+	failed := 0
+	return func(op Op) Action {
+		if op.Kind != kind || !(matchPath(pathGlob, op.Path) || (op.NewPath != "" && matchPath(pathGlob, op.NewPath))) {
+			return Proceed
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if count > 0 && failed >= count {
+			return Proceed
+		}
+		failed++
+		if after {
+			return FailAfter(err)
+		}
+		return FailBefore(err)
+	}
+}
+
+// StickySyncError fails every file Sync on a path matching pathGlob with err
+// (EIO if err is nil), without applying it. Fsync errors are final: a
+// kernel that reported one may report success on the next try while the
+// data is gone, so a sync that failed once never succeeds here either.
+func StickySyncError(pathGlob string, err error) Injector {
+	if err == nil {
+		err = syscall.EIO
+	}
+	return func(op Op) Action {
+		if op.Kind == OpSync && matchPath(pathGlob, op.Path) {
+			return FailBefore(err)
+		}
+		return Proceed
+	}
+}
+
+// Chain consults every injector, in order, for every operation (so that
+// counting injectors see them all) and returns the first Action that is not
+// Proceed. Nil injectors are skipped.
+func Chain(injs ...Injector) Injector {
+	return func(op Op) Action {
+		out := Proceed
+		for _, inj := range injs {
+			if inj == nil {
+				continue
+			}
+			if a := inj(op); a.kind != proceed && out.kind == proceed {
+				out = a
+			}
+		}
+		return out
+	}
+}

@@ -1,0 +1,73 @@
+package partlog
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// On-disk layout of one partition directory. Every name the package reads or
+// writes is built from, and parsed back with, the format strings below.
+//
+//	<dir>/fence                               the writer's leader epoch, decimal, written atomically
+//	<dir>/manifest.json                       segment list, epoch history, checkpoint (written atomically)
+//	<dir>/<base:%020d>-e<epoch>.log           segment: RecordBatch v2 bytes, back to back
+//	<dir>/<base:%020d>-e<epoch>.index         sparse offset index, indexEntrySize-byte entries
+//	<dir>/<base:%020d>-e<epoch>.timeindex     sparse time index, timeIndexEntrySize-byte entries
+//
+// The epoch in a segment name is the leader epoch of the writer that created
+// it. A new leader never appends to a segment created under another epoch, so
+// late writes of a fenced writer land beyond the sealed end recorded in the
+// manifest, where nobody reads.
+const (
+	// fenceName holds the leader epoch of the partition's current writer.
+	fenceName = "fence"
+	// manifestName is the partition's manifest, replaced with WriteFileAtomic.
+	manifestName = "manifest.json"
+
+	// segmentStemFormat is the name of a segment without its extension:
+	// zero-padded base offset (so names sort by offset) and creator epoch.
+	segmentStemFormat = "%020d-e%d"
+	// segmentExt, indexExt and timeIndexExt complete the stem.
+	segmentExt   = ".log"
+	indexExt     = ".index"
+	timeIndexExt = ".timeindex"
+	// segmentScanFormat parses a segment file name back.
+	segmentScanFormat = segmentStemFormat + segmentExt
+
+	// indexEntrySize: relative offset uint32, file position uint32, big-endian.
+	indexEntrySize = 8
+	// timeIndexEntrySize: max timestamp int64, relative offset uint32, big-endian.
+	timeIndexEntrySize = 12
+
+	// manifestVersion is the format version written to manifest.json.
+	manifestVersion = 1
+)
+
+// segmentStem returns the stem (name without extension) of the segment with
+// the given base offset created under epoch.
+func segmentStem(base int64, epoch int32) string {
+	return fmt.Sprintf(segmentStemFormat, base, epoch)
+}
+
+// segmentPaths returns the paths of a segment and its two index files in dir.
+func segmentPaths(dir string, base int64, epoch int32) (log, index, timeIndex string) {
+	stem := path.Join(dir, segmentStem(base, epoch))
+	return stem + segmentExt, stem + indexExt, stem + timeIndexExt
+}
+
+// parseSegmentName parses a base name produced by segmentStem+segmentExt. It
+// rejects names that do not round-trip exactly, so that "1-e1.log" or a
+// temp file is never mistaken for a segment.
+func parseSegmentName(name string) (base int64, epoch int32, ok bool) {
+	if !strings.HasSuffix(name, segmentExt) {
+		return 0, 0, false
+	}
+	if _, err := fmt.Sscanf(name, segmentScanFormat, &base, &epoch); err != nil {
+		return 0, 0, false
+	}
+	if base < 0 || epoch < 0 || segmentStem(base, epoch)+segmentExt != name {
+		return 0, 0, false
+	}
+	return base, epoch, true
+}

@@ -1,0 +1,693 @@
+// Package partlog is the append-only log of one Kafka partition on the
+// shared volume: RecordBatch v2 bytes, stored as received, in epoch-named
+// segments with sparse offset and time indexes, a manifest and a fence.
+//
+// One writer per partition, fenced by leader epoch (DESIGN.md §1-2):
+//   - Open writes the fence for its epoch before it reads the old tail, and
+//     never appends to a segment another epoch created.
+//   - Sync acknowledges data only after fsync and after re-reading the fence
+//     (open + read) in the same group-commit round.
+//   - A failed write or fsync is final: the Log refuses everything until it
+//     is reopened, which re-verifies the tail.
+//
+// Every filesystem call goes through volume.FS; segments are read with
+// pread (ReadAt), never mmap.
+package partlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultSegmentBytes       = 1 << 30
+	DefaultSegmentAge         = 7 * 24 * time.Hour
+	DefaultMaxBatchBytes      = 1048588
+	DefaultIndexIntervalBytes = 4096
+	DefaultCheckpointInterval = time.Second
+)
+
+// Config configures a Log. Zero fields take the defaults above.
+type Config struct {
+	Epoch              int32         // leader epoch of this writer (>= 0)
+	SegmentBytes       int64         // roll threshold, at most 4 GiB-1 (index positions are uint32)
+	SegmentAge         time.Duration // roll when the active segment's first append is older
+	MaxBatchBytes      int32         // max.message.bytes
+	IndexIntervalBytes int32         // bytes between sparse index entries
+	CheckpointInterval time.Duration // how often a sync round also advances the manifest checkpoint
+	Now                func() time.Time
+	Logger             logr.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Epoch < 0 {
+		return c, fmt.Errorf("partlog config: negative epoch %d", c.Epoch)
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.SegmentBytes < 0 || c.SegmentBytes > math.MaxUint32 {
+		return c, fmt.Errorf("partlog config: segment bytes %d out of range (1..%d)", c.SegmentBytes, int64(math.MaxUint32))
+	}
+	if c.SegmentAge == 0 {
+		c.SegmentAge = DefaultSegmentAge
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.MaxBatchBytes < BatchHeaderSize {
+		return c, fmt.Errorf("partlog config: max batch bytes %d is below the %d-byte batch header", c.MaxBatchBytes, BatchHeaderSize)
+	}
+	if c.IndexIntervalBytes <= 0 {
+		c.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+// AppendResult describes an appended batch.
+type AppendResult struct {
+	BaseOffset int64 // offset assigned to the batch's first record
+	LastOffset int64 // offset of its last record
+	Rolled     bool  // the append rolled to a new segment first
+}
+
+// EpochEntry is one leader-epoch history entry: Epoch's first offset.
+type EpochEntry struct {
+	Epoch       int32 `json:"epoch"`
+	StartOffset int64 `json:"startOffset"`
+}
+
+// SegmentInfo describes one segment.
+type SegmentInfo struct {
+	Base      int64 // first offset
+	EndOffset int64 // offset after the last batch (appended, durable or not)
+	Epoch     int32 // leader epoch of the writer that created it
+	Size      int64 // bytes
+	Sealed    bool
+}
+
+// durableState is what readers may see: published by the syncer after a
+// round's fsync and fence check, read without locks.
+type durableState struct {
+	hw    int64    // high watermark: next offset after the last durable batch
+	seg   *segment // the segment that was active when the round started
+	pos   int64    // durable end of seg
+	maxTS tsMark   // largest max timestamp below hw
+}
+
+// Log is one partition's log. It is safe for concurrent use.
+type Log struct {
+	fsys volume.FS
+	dir  string
+	cfg  Config
+	log  logr.Logger
+
+	// mu is the append mutex: it guards the fields below and the (mu)
+	// fields of the active segment. No fsync of the active segment runs
+	// under it except at roll.
+	mu     sync.Mutex
+	segs   []*segment  // ordered by base; the last is active
+	wf     volume.File // append handle of the active segment
+	next   int64       // log end offset
+	maxTS  tsMark      // largest max timestamp appended
+	closed bool
+
+	isClosed atomic.Bool // closed, readable without mu
+	logStart atomic.Int64
+	durable  atomic.Pointer[durableState]
+	failure  atomic.Pointer[failedError]
+
+	// manMu guards man, the last manifest written, and serialises manifest
+	// writes (roll under mu, checkpoint rounds outside it). Lock order: mu,
+	// then manMu.
+	manMu sync.Mutex
+	man   manifest
+
+	sync syncer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Epoch returns the writer's leader epoch.
+func (l *Log) Epoch() int32 { return l.cfg.Epoch }
+
+// HighWatermark returns the offset after the last batch that is durable and
+// was covered by a fence check. Readers never see beyond it.
+func (l *Log) HighWatermark() int64 { return l.durable.Load().hw }
+
+// LogEndOffset returns the offset the next appended batch will get.
+func (l *Log) LogEndOffset() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
+}
+
+// LogStartOffset returns the first offset of the log.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// EpochHistory returns a copy of the leader-epoch history, oldest first.
+func (l *Log) EpochHistory() []EpochEntry {
+	l.manMu.Lock()
+	defer l.manMu.Unlock()
+	return slices.Clone(l.man.Epochs)
+}
+
+// Segments describes the segments, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]SegmentInfo, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = SegmentInfo{Base: s.base, EndOffset: s.next, Epoch: s.epoch, Size: s.size, Sealed: s.sealed}
+	}
+	return out
+}
+
+// Size returns the total bytes of all segments, durable or not.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// Err returns the sticky error of a failed or fenced log, nil while healthy.
+// It wraps ErrLogFailed and the cause (errors.Is works for ErrFenced too).
+func (l *Log) Err() error {
+	if f := l.failure.Load(); f != nil {
+		return f
+	}
+	return nil
+}
+
+// fail makes err the sticky failure (the first one wins), wakes the syncer
+// so waiting Sync callers get it, and returns the sticky error.
+func (l *Log) fail(err error) error {
+	l.failure.CompareAndSwap(nil, &failedError{cause: err})
+	f := l.failure.Load()
+	if f.cause == err {
+		l.log.Error(err, "partition log failed; it refuses writes until reopened", "dir", l.dir, "epoch", l.cfg.Epoch)
+	}
+	l.sync.wake()
+	return f
+}
+
+// Append validates batch, stamps its base offset and partition leader epoch
+// in place (batch is modified; neither field is covered by the CRC) and
+// writes it with one write call, rolling first if the active segment is full
+// or old. The batch is not visible to readers until a Sync covers it.
+//
+// Validation errors wrap ErrCorruptBatch or ErrBatchTooLarge and leave the
+// log healthy; a write or roll failure makes it fail (ErrLogFailed).
+func (l *Log) Append(batch []byte) (AppendResult, error) {
+	if len(batch) > int(l.cfg.MaxBatchBytes) {
+		return AppendResult{}, fmt.Errorf("%w: %d bytes, max %d", ErrBatchTooLarge, len(batch), l.cfg.MaxBatchBytes)
+	}
+	h, err := ValidateBatch(batch)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("append: %w", err)
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return AppendResult{}, ErrClosed
+	}
+	if err := l.Err(); err != nil {
+		return AppendResult{}, err
+	}
+	now := l.cfg.Now()
+	var res AppendResult
+	if l.shouldRollLocked(int64(len(batch)), int64(h.LastOffsetDelta), now) {
+		if err := l.rollLocked(); err != nil {
+			return AppendResult{}, l.fail(err)
+		}
+		res.Rolled = true
+	}
+
+	s := l.segs[len(l.segs)-1]
+	base := l.next
+	last := base + int64(h.LastOffsetDelta)
+	stampBatch(batch, base, l.cfg.Epoch)
+	pos := s.size
+	n, err := l.wf.WriteAt(batch, pos)
+	if err == nil && n < len(batch) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return AppendResult{}, l.fail(fmt.Errorf("append to %s at position %d: %w", l.wf.Name(), pos, err))
+	}
+	s.noteBatch(pos, base, last, h.MaxTimestamp, int64(l.cfg.IndexIntervalBytes))
+	s.size += int64(len(batch))
+	s.next = last + 1
+	if s.firstAppend.IsZero() {
+		s.firstAppend = now
+	}
+	if h.MaxTimestamp > l.maxTS.ts {
+		l.maxTS = tsMark{ts: h.MaxTimestamp, base: base, last: last}
+	}
+	l.next = last + 1
+	res.BaseOffset, res.LastOffset = base, last
+	return res, nil
+}
+
+// shouldRollLocked reports whether a batch of n bytes and the given last
+// offset delta must go to a new segment. An empty segment is never rolled.
+func (l *Log) shouldRollLocked(n, lastDelta int64, now time.Time) bool {
+	s := l.segs[len(l.segs)-1]
+	if s.size == 0 {
+		return false
+	}
+	switch {
+	case s.size+n > l.cfg.SegmentBytes:
+		return true
+	case s.size+n > math.MaxUint32: // index positions are uint32
+		return true
+	case l.next+lastDelta-s.base > math.MaxUint32: // relative offsets are uint32
+		return true
+	case !s.firstAppend.IsZero() && now.Sub(s.firstAppend) >= l.cfg.SegmentAge:
+		return true
+	}
+	return false
+}
+
+// rollLocked seals the active segment and starts a new one at the log end
+// offset. Order: fsync the old segment and its indexes (so its sealed end is
+// durable), create the new segment files, fsync the directory, check the
+// fence, then write the manifest naming the sealed end and the new segment.
+// A crash before the manifest write leaves an unlisted empty segment that
+// recovery ignores (it is re-created by the next roll or Open).
+func (l *Log) rollLocked() error {
+	old := l.segs[len(l.segs)-1]
+	if err := l.wf.Sync(); err != nil {
+		return fmt.Errorf("roll: sync segment %s: %w", l.wf.Name(), err)
+	}
+	old.addTimeEntry() // final entry, so the time index ends at the segment max
+	if err := old.files.flush(old.offsets, old.times, true); err != nil {
+		return fmt.Errorf("roll: %w", err)
+	}
+	seg, wf, err := createSegment(l.fsys, l.dir, l.next, l.cfg.Epoch)
+	if err != nil {
+		return fmt.Errorf("roll: %w", err)
+	}
+	seg.seq = old.seq + 1
+	if err := l.checkFence(); err != nil {
+		closeSegment(seg, wf)
+		return fmt.Errorf("roll: %w", err)
+	}
+	l.manMu.Lock()
+	m := l.man.clone()
+	lastSeg := &m.Segments[len(m.Segments)-1]
+	lastSeg.Sealed = true
+	lastSeg.EndOffset = l.next
+	lastSeg.Size = old.size
+	lastSeg.MaxTimestamp, lastSeg.MaxTimestampOffset = old.maxTS.ts, old.maxTS.last
+	m.Segments = append(m.Segments, manifestSegment{Base: seg.base, Epoch: seg.epoch})
+	m.Checkpoint = emptyCheckpoint(seg)
+	err = writeManifest(l.fsys, l.dir, &m)
+	if err == nil {
+		l.man = m
+	}
+	l.manMu.Unlock()
+	if err != nil {
+		closeSegment(seg, wf)
+		return fmt.Errorf("roll: %w", err)
+	}
+
+	old.sealed = true
+	_ = old.files.close() // written and synced above; a close error loses nothing
+	old.files = nil
+	if err := l.wf.Close(); err != nil {
+		l.log.V(1).Info("closing the append handle of a sealed segment failed", "segment", old.rf.Name(), "err", err.Error())
+	}
+	l.wf = wf
+	l.segs = append(l.segs, seg)
+	l.log.V(1).Info("rolled segment", "sealed", segmentStem(old.base, old.epoch), "endOffset", l.next, "size", old.size)
+	return nil
+}
+
+// emptyCheckpoint is the checkpoint at the start of a new segment.
+func emptyCheckpoint(s *segment) checkpoint {
+	return checkpoint{SegmentBase: s.base, SegmentEpoch: s.epoch, Position: 0, NextOffset: s.base,
+		MaxTimestamp: -1, MaxTimestampBase: -1, MaxTimestampLast: -1}
+}
+
+// clone deep-copies the manifest's slices.
+func (m manifest) clone() manifest {
+	m.Epochs = slices.Clone(m.Epochs)
+	m.Segments = slices.Clone(m.Segments)
+	return m
+}
+
+// checkFence opens and reads the fence: ErrFenced unless it holds our epoch.
+func (l *Log) checkFence() error {
+	epoch, err := readFence(l.fsys, l.dir)
+	if err != nil {
+		return fmt.Errorf("check fence: %w", err)
+	}
+	if epoch != l.cfg.Epoch {
+		return fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, epoch, l.cfg.Epoch)
+	}
+	return nil
+}
+
+// readView is what a reader needs of one segment, copied under mu.
+type readView struct {
+	seg     *segment
+	limit   int64 // readable end (durable, below the high watermark)
+	offsets []offsetEntry
+	times   []timeEntry
+	loaded  bool
+}
+
+// viewAt returns the readable view of the segment holding offset (< hw),
+// loading its index if needed.
+func (l *Log) viewAt(d *durableState, offset int64) (readView, error) {
+	l.mu.Lock()
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
+	if i < 0 {
+		l.mu.Unlock()
+		return readView{}, fmt.Errorf("%w: offset %d is below the first segment", ErrOffsetOutOfRange, offset)
+	}
+	v := l.viewLocked(d, l.segs[i])
+	l.mu.Unlock()
+	return l.loadView(v)
+}
+
+// viewLocked builds the view of s as of d.
+func (l *Log) viewLocked(d *durableState, s *segment) readView {
+	v := readView{seg: s, offsets: s.offsets, times: s.times, loaded: s.indexLoaded}
+	switch {
+	case s == d.seg:
+		v.limit = d.pos
+	case s.seq < d.seg.seq:
+		v.limit = s.size // sealed before the durable segment was active
+	default:
+		v.limit = 0 // created after the last round: nothing durable yet
+	}
+	return v
+}
+
+// loadView loads a sealed segment's index files on first use.
+func (l *Log) loadView(v readView) (readView, error) {
+	if v.loaded {
+		return v, nil
+	}
+	s := v.seg
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	l.mu.Lock()
+	loaded := s.indexLoaded
+	v.offsets, v.times = s.offsets, s.times
+	l.mu.Unlock()
+	if loaded {
+		return v, nil
+	}
+	logPath, indexPath, timePath := segmentPaths(l.dir, s.base, s.epoch)
+	ob, err := readPrefix(l.fsys, indexPath, -1)
+	if err != nil {
+		return v, fmt.Errorf("load index of %s: %w", logPath, err)
+	}
+	tb, err := readPrefix(l.fsys, timePath, -1)
+	if err != nil {
+		return v, fmt.Errorf("load time index of %s: %w", logPath, err)
+	}
+	offsets := decodeOffsetEntries(ob, s.size)
+	times := decodeTimeEntries(tb, s.next-s.base)
+	l.mu.Lock()
+	s.offsets, s.times, s.indexLoaded = offsets, times, true
+	l.mu.Unlock()
+	v.offsets, v.times, v.loaded = offsets, times, true
+	return v, nil
+}
+
+// checkReadable returns the durable state for a read at offset, or why the
+// read cannot be served.
+func (l *Log) checkReadable(offset int64) (*durableState, error) {
+	if err := l.Err(); err != nil {
+		return nil, err
+	}
+	if l.isClosed.Load() {
+		return nil, ErrClosed
+	}
+	d := l.durable.Load()
+	if start := l.logStart.Load(); offset < start || offset > d.hw {
+		return nil, fmt.Errorf("%w: offset %d, log start %d, high watermark %d", ErrOffsetOutOfRange, offset, start, d.hw)
+	}
+	return d, nil
+}
+
+// findBatch returns the position of the batch holding offset in v.
+func findBatch(v readView, offset int64) (int64, error) {
+	pos := lookupPosition(v.offsets, v.seg.base, offset)
+	sc := newHeaderScanner(v.seg.rf, v.seg.rf.Name(), pos, v.limit)
+	defer sc.release()
+	for {
+		h, at, err := sc.next()
+		if err == io.EOF {
+			return 0, fmt.Errorf("%w: offset %d not found in %s below position %d", ErrCorruptLog, offset, v.seg.rf.Name(), v.limit)
+		}
+		if err != nil {
+			return 0, err
+		}
+		if h.LastOffset() >= offset {
+			return at, nil
+		}
+	}
+}
+
+// Read appends to dst whole batches starting with the batch containing
+// offset, as many as fit in maxBytes but always at least one, never past the
+// high watermark and never across a segment boundary (the caller reads on
+// from the next offset). offset == HighWatermark returns dst unchanged;
+// offsets below LogStartOffset or above the high watermark give
+// ErrOffsetOutOfRange. The first batch may start before offset.
+func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
+	d, err := l.checkReadable(offset)
+	if err != nil {
+		return dst, err
+	}
+	if offset == d.hw {
+		return dst, nil
+	}
+	v, err := l.viewAt(d, offset)
+	if err != nil {
+		return dst, err
+	}
+	start, err := findBatch(v, offset)
+	if err != nil {
+		return dst, err
+	}
+	avail := v.limit - start
+	want := min(int64(max(maxBytes, 0)), avail)
+	if want < BatchHeaderSize {
+		want = min(BatchHeaderSize, avail)
+	}
+	n0 := len(dst)
+	dst = slices.Grow(dst, int(want))[:n0+int(want)]
+	if err := readFullAt(v.seg.rf, dst[n0:], start); err != nil {
+		return dst[:n0], fmt.Errorf("read %s at %d: %w", v.seg.rf.Name(), start, err)
+	}
+	// Keep the whole batches that fit.
+	buf := dst[n0:]
+	var total int64
+	for total+BatchHeaderSize <= int64(len(buf)) {
+		h, err := ParseBatchHeader(buf[total:])
+		if err != nil {
+			return dst[:n0], fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, v.seg.rf.Name(), start+total, err)
+		}
+		if total+h.Size() > int64(len(buf)) {
+			if total == 0 { // the first batch is bigger than maxBytes: return it whole
+				size := h.Size()
+				if size > avail {
+					return dst[:n0], fmt.Errorf("%w: %s: batch at %d runs past end %d", ErrCorruptLog, v.seg.rf.Name(), start, v.limit)
+				}
+				dst = slices.Grow(dst[:n0+int(want)], int(size-want))[:n0+int(size)]
+				if err := readFullAt(v.seg.rf, dst[n0+int(want):], start+want); err != nil {
+					return dst[:n0], fmt.Errorf("read %s at %d: %w", v.seg.rf.Name(), start+want, err)
+				}
+				return dst, nil
+			}
+			break
+		}
+		total += h.Size()
+	}
+	return dst[:n0+int(total)], nil
+}
+
+// Scan calls fn with the header of every batch from the one containing from
+// up to the high watermark, in offset order (for producer-state replay). An
+// error from fn stops the scan and is returned. from below LogStartOffset
+// starts at LogStartOffset.
+func (l *Log) Scan(from int64, fn func(h BatchHeader) error) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if l.isClosed.Load() {
+		return ErrClosed
+	}
+	d := l.durable.Load()
+	from = max(from, l.logStart.Load())
+	for from < d.hw {
+		v, err := l.viewAt(d, from)
+		if err != nil {
+			return err
+		}
+		if v.limit == 0 {
+			return nil
+		}
+		pos, err := findBatch(v, from)
+		if err != nil {
+			return err
+		}
+		sc := newHeaderScanner(v.seg.rf, v.seg.rf.Name(), pos, v.limit)
+		for {
+			h, _, err := sc.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				sc.release()
+				return err
+			}
+			if err := fn(h); err != nil {
+				sc.release()
+				return err
+			}
+			from = h.NextOffset()
+		}
+		sc.release()
+	}
+	return nil
+}
+
+// OffsetForTimestamp returns the base offset and max timestamp of the first
+// batch (in offset order, below the high watermark) whose max timestamp is
+// >= ts. It works at batch granularity, like Kafka's ListOffsets for v2
+// batches: the broker returns the batch's base offset, and a client that
+// needs the exact record skips the records of that batch with smaller
+// timestamps. The special Kafka timestamps (-1 latest, -2 earliest, -3 max)
+// are the broker's to map to HighWatermark, LogStartOffset and MaxTimestamp.
+func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
+	if l.Err() != nil || l.isClosed.Load() {
+		return 0, 0, false
+	}
+	d := l.durable.Load()
+	l.mu.Lock()
+	segs := l.segs
+	l.mu.Unlock()
+	for _, s := range segs {
+		l.mu.Lock()
+		v := l.viewLocked(d, s)
+		segMax := s.maxTS.ts
+		l.mu.Unlock()
+		if v.limit == 0 || (segMax < ts && !s.maxTSUnknown) {
+			continue
+		}
+		v, err := l.loadView(v)
+		if err != nil {
+			l.log.Error(err, "offset for timestamp: loading index failed", "segment", s.rf.Name())
+			return 0, 0, false
+		}
+		from := lookupTime(v.times, s.base, ts)
+		pos := lookupPosition(v.offsets, s.base, from)
+		sc := newHeaderScanner(s.rf, s.rf.Name(), pos, v.limit)
+		for {
+			h, _, err := sc.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				sc.release()
+				l.log.Error(err, "offset for timestamp: scan failed", "segment", s.rf.Name())
+				return 0, 0, false
+			}
+			if h.MaxTimestamp >= ts {
+				sc.release()
+				return h.BaseOffset, h.MaxTimestamp, true
+			}
+		}
+		sc.release()
+	}
+	return 0, 0, false
+}
+
+// MaxTimestamp returns the batch holding the largest max timestamp below the
+// high watermark (the earliest such batch on ties): offset is its last
+// offset. ok is false when there is none.
+func (l *Log) MaxTimestamp() (offset, timestamp int64, ok bool) {
+	d := l.durable.Load()
+	if d.maxTS.ts < 0 {
+		return 0, 0, false
+	}
+	return d.maxTS.last, d.maxTS.ts, true
+}
+
+// Close waits for a final sync of everything appended, writes the final
+// checkpoint and closes every handle. It is idempotent; later calls return
+// the first call's result. A failed or fenced log closes its handles without
+// writing anything and returns its sticky error.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() { l.closeErr = l.close() })
+	return l.closeErr
+}
+
+func (l *Log) close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.isClosed.Store(true)
+	l.mu.Unlock()
+
+	var errs []error
+	if l.Err() == nil {
+		if err := l.finalSync(); err != nil {
+			errs = append(errs, fmt.Errorf("close: final sync: %w", err))
+		}
+	}
+	l.sync.stop()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.segs {
+		if s.files != nil {
+			if err := s.files.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := s.rf.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", s.rf.Name(), err))
+		}
+	}
+	if err := l.wf.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close %s: %w", l.wf.Name(), err))
+	}
+	if err := l.Err(); err != nil && len(errs) == 0 {
+		return err
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("close partition log %s: %w", l.dir, errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,620 @@
+package partlog
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"path"
+	"sort"
+	"time"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// recoverChunk is the read size when verifying the CRC of tail batches.
+const recoverChunk = 64 << 10
+
+// Open opens (or creates) the log of the partition in dir, which must exist.
+// It takes over the partition for cfg.Epoch:
+//
+//  1. read the fence; a higher epoch there means ErrFenced. Write cfg.Epoch
+//     to it before reading anything else, so a previous writer can no longer
+//     acknowledge writes (its next sync round sees the new fence);
+//  2. read the manifest (or adopt segment files found without one) and
+//     trust its sealed segments without reading them;
+//  3. recover the last segment from the manifest checkpoint forward only:
+//     validate each batch (length, magic, CRC-32C, offsets), truncate at the
+//     first torn or invalid one, rebuild the index entries after the
+//     checkpoint, fsync;
+//  4. if the last segment was created under another epoch, seal it at the
+//     recovered end and start a segment named with cfg.Epoch, recording
+//     (cfg.Epoch, end offset) in the epoch history;
+//  5. write the manifest.
+//
+// Everything recovered is durable, so the high watermark starts at the log
+// end offset. Open never creates dir: directories belong to the reconciler.
+func Open(fsys volume.FS, dir string, cfg Config) (*Log, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{fsys: fsys, dir: dir, cfg: cfg, log: cfg.Logger.WithValues("dir", dir, "epoch", cfg.Epoch)}
+	if err := l.claimFence(); err != nil {
+		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
+	}
+	l.sweepTemps()
+	if err := l.recover(); err != nil {
+		l.closeHandles()
+		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
+	}
+	l.sync.start(l, cfg.Now())
+	return l, nil
+}
+
+// claimFence refuses a fence holding a higher epoch and writes ours over a
+// lower or absent one.
+func (l *Log) claimFence() error {
+	prev, err := readFence(l.fsys, l.dir)
+	if err != nil {
+		return err
+	}
+	switch {
+	case prev > l.cfg.Epoch:
+		return fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, prev, l.cfg.Epoch)
+	case prev < l.cfg.Epoch:
+		if err := writeFence(l.fsys, l.dir, l.cfg.Epoch); err != nil {
+			return err
+		}
+		l.log.Info("claimed partition", "from", prev, "to", l.cfg.Epoch)
+	}
+	return nil
+}
+
+// sweepTemps removes temp files left by WriteFileAtomic after a crash. A
+// zombie's in-flight temp removed here only makes its rename fail.
+func (l *Log) sweepTemps() {
+	entries, err := l.fsys.ReadDir(l.dir)
+	if err != nil {
+		l.log.V(1).Info("listing for temp sweep failed", "err", err.Error())
+		return
+	}
+	for _, e := range entries {
+		if volume.IsTempName(e.Name()) {
+			if err := l.fsys.Remove(path.Join(l.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				l.log.V(1).Info("removing temp file failed", "file", e.Name(), "err", err.Error())
+			}
+		}
+	}
+}
+
+// recover builds the Log's state from the volume and writes the manifest.
+func (l *Log) recover() error {
+	m, err := readManifest(l.fsys, l.dir)
+	if err != nil {
+		return err
+	}
+	adopted := false
+	if m == nil {
+		if m, err = l.adoptSegments(); err != nil {
+			return err
+		}
+		adopted = true
+	}
+	if err := l.checkHistory(m); err != nil {
+		return err
+	}
+	l.logStart.Store(m.LogStartOffset)
+
+	next := m.LogStartOffset
+	var tail *segment
+	for i, ms := range m.Segments {
+		if ms.Sealed {
+			s, err := l.openSealed(ms, i)
+			if err != nil {
+				return err
+			}
+			l.segs = append(l.segs, s)
+			next = ms.EndOffset
+			continue
+		}
+		var cp *checkpoint
+		if !adopted && m.Checkpoint.SegmentBase == ms.Base && m.Checkpoint.SegmentEpoch == ms.Epoch {
+			cp = &m.Checkpoint
+		}
+		if tail, err = l.recoverTail(ms, cp, i); err != nil {
+			closeSegment(tail, nil)
+			return err
+		}
+		l.segs = append(l.segs, tail)
+		next = tail.next
+	}
+
+	// Take over: never append to a segment another epoch created.
+	var dropped *segment
+	if tail == nil || tail.epoch != l.cfg.Epoch {
+		if tail != nil {
+			if tail.size == 0 {
+				// Nothing in it: replace it rather than keep an empty sealed
+				// segment at the same base.
+				dropped = tail
+				closeSegment(tail, l.wf)
+				l.wf = nil
+				l.segs = l.segs[:len(l.segs)-1]
+				m.Segments = m.Segments[:len(m.Segments)-1]
+			} else {
+				l.sealTail(m, tail)
+			}
+		}
+		seg, wf, err := createSegment(l.fsys, l.dir, next, l.cfg.Epoch)
+		if err != nil {
+			return err
+		}
+		seg.seq = len(l.segs)
+		l.segs = append(l.segs, seg)
+		l.wf = wf
+		m.Segments = append(m.Segments, manifestSegment{Base: seg.base, Epoch: seg.epoch})
+		tail = seg
+	}
+	if n := len(m.Epochs); n == 0 || m.Epochs[n-1].Epoch != l.cfg.Epoch {
+		m.Epochs = addEpoch(m.Epochs, EpochEntry{Epoch: l.cfg.Epoch, StartOffset: next})
+		l.log.Info("started leader epoch", "startOffset", next)
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("sync dir %s: %w", l.dir, err)
+	}
+
+	m.Version = manifestVersion
+	m.WriterEpoch = l.cfg.Epoch
+	m.Checkpoint = checkpoint{
+		SegmentBase: tail.base, SegmentEpoch: tail.epoch,
+		Position: tail.size, NextOffset: tail.next,
+		IndexEntries: int64(len(tail.offsets)), TimeIndexEntries: int64(len(tail.times)),
+		MaxTimestamp: tail.maxTS.ts, MaxTimestampBase: tail.maxTS.base, MaxTimestampLast: tail.maxTS.last,
+	}
+	if !tail.firstAppend.IsZero() {
+		m.Checkpoint.FirstAppendUnixMilli = tail.firstAppend.UnixMilli()
+	}
+	// The recovery may have taken long: make sure nobody claimed the
+	// partition meanwhile before publishing our view of it.
+	if err := l.checkFence(); err != nil {
+		return err
+	}
+	if err := writeManifest(l.fsys, l.dir, m); err != nil {
+		return err
+	}
+	l.man = m.clone()
+	if dropped != nil {
+		l.removeSegmentFiles(dropped)
+	}
+
+	l.next = next
+	l.maxTS = noTS
+	for _, s := range l.segs {
+		if s.maxTS.ts > l.maxTS.ts {
+			l.maxTS = s.maxTS
+		}
+	}
+	l.durable.Store(&durableState{hw: next, seg: tail, pos: tail.size, maxTS: l.maxTS})
+	l.log.V(1).Info("opened partition log", "logStartOffset", m.LogStartOffset, "logEndOffset", next, "segments", len(l.segs))
+	return nil
+}
+
+// checkHistory refuses state written by a higher epoch.
+func (l *Log) checkHistory(m *manifest) error {
+	if m.WriterEpoch > l.cfg.Epoch {
+		return fmt.Errorf("%w: manifest written by epoch %d, this writer has %d", ErrFenced, m.WriterEpoch, l.cfg.Epoch)
+	}
+	for _, e := range m.Epochs {
+		if e.Epoch > l.cfg.Epoch {
+			return fmt.Errorf("%w: epoch history has epoch %d, this writer has %d", ErrFenced, e.Epoch, l.cfg.Epoch)
+		}
+	}
+	for _, s := range m.Segments {
+		if s.Epoch > l.cfg.Epoch {
+			return fmt.Errorf("%w: segment %s was created by a later epoch", ErrFenced, segmentStem(s.Base, s.Epoch))
+		}
+	}
+	return nil
+}
+
+// addEpoch appends e to history, first dropping entries it supersedes (an
+// epoch that starts where e starts never got any data), as Kafka's
+// leader-epoch cache does.
+func addEpoch(history []EpochEntry, e EpochEntry) []EpochEntry {
+	for len(history) > 0 {
+		last := history[len(history)-1]
+		if last.Epoch < e.Epoch && last.StartOffset < e.StartOffset {
+			break
+		}
+		history = history[:len(history)-1]
+	}
+	return append(history, e)
+}
+
+// openSealed opens a sealed segment for reading, checking that the file is
+// at least as long as its sealed size. Its indexes load on first use.
+func (l *Log) openSealed(ms manifestSegment, seq int) (*segment, error) {
+	logPath, _, _ := segmentPaths(l.dir, ms.Base, ms.Epoch)
+	rf, err := l.fsys.Open(logPath)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: sealed segment %s is missing", ErrCorruptLog, logPath)
+		}
+		return nil, fmt.Errorf("open sealed segment: %w", err)
+	}
+	fi, err := rf.Stat()
+	if err != nil {
+		_ = rf.Close()
+		return nil, fmt.Errorf("stat sealed segment %s: %w", logPath, err)
+	}
+	if fi.Size() < ms.Size {
+		_ = rf.Close()
+		return nil, fmt.Errorf("%w: sealed segment %s has %d bytes, manifest says %d", ErrCorruptLog, logPath, fi.Size(), ms.Size)
+	}
+	return &segment{
+		base: ms.Base, epoch: ms.Epoch, seq: seq, rf: rf,
+		sealed: true, size: ms.Size, next: ms.EndOffset,
+		maxTS:        tsMark{ts: ms.MaxTimestamp, base: -1, last: ms.MaxTimestampOffset},
+		maxTSUnknown: ms.MaxTimestampUnknown,
+	}, nil
+}
+
+// sealTail seals the recovered last segment of a previous epoch at its
+// recovered end. Bytes a fenced writer appends to it later are beyond the
+// sealed size and never read.
+func (l *Log) sealTail(m *manifest, tail *segment) {
+	tail.sealed = true
+	if tail.files != nil {
+		_ = tail.files.close() // flushed and synced by recoverTail
+		tail.files = nil
+	}
+	if l.wf != nil {
+		_ = l.wf.Close()
+		l.wf = nil
+	}
+	ms := &m.Segments[len(m.Segments)-1]
+	ms.Sealed = true
+	ms.EndOffset = tail.next
+	ms.Size = tail.size
+	ms.MaxTimestamp, ms.MaxTimestampOffset = tail.maxTS.ts, tail.maxTS.last
+	l.log.Info("sealed previous epoch's segment", "segment", segmentStem(tail.base, tail.epoch), "endOffset", tail.next, "size", tail.size)
+}
+
+// removeSegmentFiles removes the files of an empty segment dropped from the
+// manifest (its handles are closed). The manifest no longer names it, so a
+// failure leaves only an ignored file (adoption prefers the higher epoch at
+// the same base).
+func (l *Log) removeSegmentFiles(s *segment) {
+	logPath, indexPath, timePath := segmentPaths(l.dir, s.base, s.epoch)
+	for _, p := range []string{logPath, indexPath, timePath} {
+		if err := l.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.log.V(1).Info("removing dropped empty segment file failed", "file", p, "err", err.Error())
+		}
+	}
+}
+
+// recoverTail opens the last segment read-write and recovers it: state from
+// the checkpoint (if cp is non-nil), then every batch after it validated,
+// the file truncated at the first torn or invalid batch, index entries
+// rebuilt, and segment and indexes fsynced.
+func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int) (*segment, error) {
+	logPath, indexPath, timePath := segmentPaths(l.dir, ms.Base, ms.Epoch)
+	wf, err := l.fsys.OpenReadWrite(logPath)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: last segment %s is missing", ErrCorruptLog, logPath)
+		}
+		return nil, fmt.Errorf("open last segment: %w", err)
+	}
+	l.wf = wf
+	rf, err := l.fsys.OpenReadWrite(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("open last segment for reading: %w", err)
+	}
+	s := &segment{base: ms.Base, epoch: ms.Epoch, seq: seq, rf: rf, next: ms.Base, maxTS: noTS, indexLoaded: true}
+	s.files = &indexFiles{}
+	if s.files.offsetFile, err = openOrCreate(l.fsys, indexPath); err != nil {
+		return s, err
+	}
+	if s.files.timeFile, err = openOrCreate(l.fsys, timePath); err != nil {
+		return s, err
+	}
+	fi, err := wf.Stat()
+	if err != nil {
+		return s, fmt.Errorf("stat %s: %w", logPath, err)
+	}
+	fileSize := fi.Size()
+
+	var durableEnd int64
+	if cp != nil {
+		if cp.Position > fileSize {
+			return s, fmt.Errorf("%w: checkpoint at position %d but %s has only %d bytes", ErrCorruptLog, cp.Position, logPath, fileSize)
+		}
+		durableEnd = cp.Position
+		if err := l.loadCheckpoint(s, cp, indexPath, timePath); err != nil {
+			l.log.Info("index files do not match the checkpoint; rescanning the last segment from its start", "segment", logPath, "reason", err.Error())
+			s.size, s.next, s.maxTS, s.offsets, s.times, s.lastIdxPos, s.firstAppend = 0, s.base, noTS, nil, nil, 0, time.Time{}
+		}
+	}
+	kept := s.files.offsetsDone
+	keptTimes := s.files.timesDone
+	if s.size == 0 {
+		kept, keptTimes = 0, 0
+	}
+
+	reason, err := l.scanTail(s, fileSize)
+	if err != nil {
+		return s, err
+	}
+	if s.size < durableEnd {
+		return s, fmt.Errorf("%w: %s: checkpointed data up to %d, but only %d bytes are valid (%s)", ErrCorruptLog, logPath, durableEnd, s.size, reason)
+	}
+	if s.size < fileSize {
+		l.log.Info("truncating torn tail", "segment", logPath, "validEnd", s.size, "fileSize", fileSize, "reason", reason)
+		if err := wf.Truncate(s.size); err != nil {
+			return s, fmt.Errorf("truncate %s to %d: %w", logPath, s.size, err)
+		}
+	}
+	// The tail may hold batches the previous writer never synced: make them
+	// durable before the high watermark covers them.
+	if err := wf.Sync(); err != nil {
+		return s, fmt.Errorf("sync recovered segment %s: %w", logPath, err)
+	}
+	if s.size > 0 && s.firstAppend.IsZero() {
+		s.firstAppend = l.cfg.Now() // unknown: count the age from now
+	}
+
+	// Index files: keep the checkpointed entries, drop the rest, write the
+	// rebuilt ones.
+	s.files.offsetsDone, s.files.timesDone = kept, keptTimes
+	if err := s.files.offsetFile.Truncate(int64(kept) * indexEntrySize); err != nil {
+		return s, fmt.Errorf("truncate %s: %w", indexPath, err)
+	}
+	if err := s.files.timeFile.Truncate(int64(keptTimes) * timeIndexEntrySize); err != nil {
+		return s, fmt.Errorf("truncate %s: %w", timePath, err)
+	}
+	if err := s.files.flush(s.offsets, s.times, true); err != nil {
+		return s, fmt.Errorf("rebuild indexes: %w", err)
+	}
+	return s, nil
+}
+
+// loadCheckpoint sets s to the checkpointed state and loads the
+// checkpointed index entries. It fails if the index files hold fewer valid
+// entries than the checkpoint counted.
+func (l *Log) loadCheckpoint(s *segment, cp *checkpoint, indexPath, timePath string) error {
+	ob, err := readPrefix(l.fsys, indexPath, cp.IndexEntries*indexEntrySize)
+	if err != nil {
+		return err
+	}
+	tb, err := readPrefix(l.fsys, timePath, cp.TimeIndexEntries*timeIndexEntrySize)
+	if err != nil {
+		return err
+	}
+	offsets := decodeOffsetEntries(ob, cp.Position)
+	times := decodeTimeEntries(tb, cp.NextOffset-s.base)
+	if int64(len(offsets)) != cp.IndexEntries || int64(len(times)) != cp.TimeIndexEntries {
+		return fmt.Errorf("checkpoint counts %d/%d entries, files hold %d/%d valid", cp.IndexEntries, cp.TimeIndexEntries, len(offsets), len(times))
+	}
+	s.size, s.next = cp.Position, cp.NextOffset
+	s.maxTS = tsMark{ts: cp.MaxTimestamp, base: cp.MaxTimestampBase, last: cp.MaxTimestampLast}
+	s.offsets, s.times = offsets, times
+	if n := len(offsets); n > 0 {
+		s.lastIdxPos = int64(offsets[n-1].pos)
+	}
+	if cp.Position > 0 && cp.FirstAppendUnixMilli != 0 {
+		s.firstAppend = time.UnixMilli(cp.FirstAppendUnixMilli)
+	}
+	s.files.offsetsDone, s.files.timesDone = len(offsets), len(times)
+	return nil
+}
+
+// scanTail validates batches from s.size to fileSize, advancing s over each
+// valid one. It stops at the first torn or invalid batch and says why; only
+// read errors are returned as errors. It reads nothing before s.size.
+func (l *Log) scanTail(s *segment, fileSize int64) (reason string, err error) {
+	var hdr [BatchHeaderSize]byte
+	chunk := make([]byte, recoverChunk)
+	interval := int64(l.cfg.IndexIntervalBytes)
+	for pos := s.size; pos < fileSize; {
+		if fileSize-pos < BatchHeaderSize {
+			return fmt.Sprintf("partial header at %d", pos), nil
+		}
+		if err := readFullAt(s.rf, hdr[:], pos); err != nil {
+			return "", fmt.Errorf("read %s at %d: %w", s.rf.Name(), pos, err)
+		}
+		h, perr := ParseBatchHeader(hdr[:])
+		if perr != nil {
+			return fmt.Sprintf("invalid header at %d: %v", pos, perr), nil
+		}
+		if h.BaseOffset != s.next {
+			return fmt.Sprintf("batch at %d has base offset %d, expected %d", pos, h.BaseOffset, s.next), nil
+		}
+		end := pos + h.Size()
+		if end > fileSize {
+			return fmt.Sprintf("partial batch at %d: %d bytes, %d left", pos, h.Size(), fileSize-pos), nil
+		}
+		// CRC over [attributes, end), streamed so a huge length field
+		// allocates nothing.
+		crc := crc32Update(0, hdr[offAttributes:])
+		for at := pos + BatchHeaderSize; at < end; {
+			n := min(int64(len(chunk)), end-at)
+			if err := readFullAt(s.rf, chunk[:n], at); err != nil {
+				return "", fmt.Errorf("read %s at %d: %w", s.rf.Name(), at, err)
+			}
+			crc = crc32Update(crc, chunk[:n])
+			at += n
+		}
+		if crc != h.CRC {
+			return fmt.Sprintf("crc mismatch in batch at %d", pos), nil
+		}
+		s.noteBatch(pos, h.BaseOffset, h.LastOffset(), h.MaxTimestamp, interval)
+		s.size, s.next = end, h.NextOffset()
+		pos = end
+	}
+	return "", nil
+}
+
+// adoptSegments builds a manifest from the segment files in dir when there
+// is no manifest (first open of a directory written without one, or a lost
+// manifest). Sealed sizes come from the files; only the last segment is
+// scanned, from its start. At one base offset the highest epoch wins.
+func (l *Log) adoptSegments() (*manifest, error) {
+	entries, err := l.fsys.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", l.dir, err)
+	}
+	type found struct {
+		base  int64
+		epoch int32
+	}
+	byBase := map[int64]found{}
+	for _, e := range entries {
+		base, epoch, ok := parseSegmentName(e.Name())
+		if !ok {
+			continue
+		}
+		if f, dup := byBase[base]; dup {
+			l.log.Info("ignoring segment superseded at the same base offset", "segment", segmentStem(base, min(epoch, f.epoch)))
+			if f.epoch > epoch {
+				continue
+			}
+		}
+		byBase[base] = found{base, epoch}
+	}
+	list := make([]found, 0, len(byBase))
+	for _, f := range byBase {
+		list = append(list, f)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].base < list[j].base })
+
+	m := &manifest{Version: manifestVersion, WriterEpoch: -1}
+	if len(list) == 0 {
+		return m, nil
+	}
+	l.log.Info("no manifest: adopting segment files", "segments", len(list))
+	m.LogStartOffset = list[0].base
+	for i, f := range list {
+		ms := manifestSegment{Base: f.base, Epoch: f.epoch}
+		if i < len(list)-1 {
+			ms.Sealed = true
+			ms.EndOffset = list[i+1].base
+			logPath, _, timePath := segmentPaths(l.dir, f.base, f.epoch)
+			size, err := fileSize(l.fsys, logPath)
+			if err != nil {
+				return nil, err
+			}
+			ms.Size = size
+			tb, err := readPrefix(l.fsys, timePath, -1)
+			if err != nil {
+				return nil, err
+			}
+			if times := decodeTimeEntries(tb, ms.EndOffset-f.base); len(times) > 0 {
+				last := times[len(times)-1]
+				ms.MaxTimestamp, ms.MaxTimestampOffset = last.ts, f.base+int64(last.rel)
+			} else {
+				ms.MaxTimestamp, ms.MaxTimestampOffset, ms.MaxTimestampUnknown = -1, -1, true
+			}
+		}
+		m.Segments = append(m.Segments, ms)
+		if n := len(m.Epochs); n == 0 || m.Epochs[n-1].Epoch != f.epoch {
+			m.Epochs = addEpoch(m.Epochs, EpochEntry{Epoch: f.epoch, StartOffset: f.base})
+		}
+	}
+	return m, nil
+}
+
+// fileSize opens name and returns its size (open, not stat by name: on a
+// shared filesystem only open is fresh).
+func fileSize(fsys volume.FS, name string) (int64, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("stat %s: %w", name, err)
+	}
+	return fi.Size(), nil
+}
+
+// openOrCreate opens name read-write, creating it if absent.
+func openOrCreate(fsys volume.FS, name string) (volume.File, error) {
+	f, err := fsys.OpenReadWrite(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = fsys.Create(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	return f, nil
+}
+
+// createSegment creates the files of a new, empty segment (truncating any
+// unlisted leftover of the same name) and fsyncs the directory. It returns
+// the segment (its read/sync handle open) and its append handle.
+func createSegment(fsys volume.FS, dir string, base int64, epoch int32) (*segment, volume.File, error) {
+	logPath, indexPath, timePath := segmentPaths(dir, base, epoch)
+	s := &segment{base: base, epoch: epoch, next: base, maxTS: noTS, indexLoaded: true, files: &indexFiles{}}
+	var wf volume.File
+	var err error
+	fail := func(step string, err error) (*segment, volume.File, error) {
+		closeSegment(s, wf)
+		return nil, nil, fmt.Errorf("create segment %s: %s: %w", logPath, step, err)
+	}
+	if wf, err = fsys.Create(logPath); err != nil {
+		return fail("create", err)
+	}
+	if s.rf, err = fsys.OpenReadWrite(logPath); err != nil {
+		return fail("open for reading", err)
+	}
+	if s.files.offsetFile, err = fsys.Create(indexPath); err != nil {
+		return fail("create offset index", err)
+	}
+	if s.files.timeFile, err = fsys.Create(timePath); err != nil {
+		return fail("create time index", err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fail("sync dir", err)
+	}
+	return s, wf, nil
+}
+
+// closeSegment closes whatever handles of s (and wf) are open, ignoring
+// errors: it is used on paths that already failed or hold nothing unsynced.
+func closeSegment(s *segment, wf volume.File) {
+	if wf != nil {
+		_ = wf.Close()
+	}
+	if s == nil {
+		return
+	}
+	if s.rf != nil {
+		_ = s.rf.Close()
+	}
+	if s.files != nil {
+		if s.files.offsetFile != nil {
+			_ = s.files.offsetFile.Close()
+		}
+		if s.files.timeFile != nil {
+			_ = s.files.timeFile.Close()
+		}
+		s.files.offsetFile, s.files.timeFile = nil, nil
+	}
+}
+
+// closeHandles closes everything a failed Open opened.
+func (l *Log) closeHandles() {
+	for _, s := range l.segs {
+		closeSegment(s, nil)
+	}
+	if l.wf != nil {
+		_ = l.wf.Close()
+		l.wf = nil
+	}
+}
+
+// crc32Update extends a CRC-32C.
+func crc32Update(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }

@@ -1,0 +1,164 @@
+package wire
+
+// Produce: versions 3-9.
+//
+// Behavior:
+// * Each partition's records are split into RecordBatch v2 batches, each
+//   validated (length, magic, CRC-32C, offsets, max.message.bytes) and
+//   checked against idempotent-producer state, then appended as received
+//   with leader-assigned offsets. Compressed batches are stored as they came.
+// * acks=1 and acks=-1 are answered only after the data is fsynced and the
+//   partition's fence re-checked; concurrent requests share one fsync (group
+//   commit). Appends happen in request order on the connection's read path;
+//   the durability wait happens off it, so a pipelining client's requests
+//   overlap their waits without reordering their appends.
+// * acks=0 gets no response (as in Kafka); its data becomes readable when a
+//   sync covers it.
+// * A retried batch of an idempotent producer is answered with the offset
+//   it was first written at; a sequence gap gets OUT_OF_ORDER_SEQUENCE_NUMBER.
+// * Unknown topics are auto-created when allowed; the answer is the
+//   retriable UNKNOWN_TOPIC_OR_PARTITION until they are served.
+//
+// Version notes:
+// * v3: transactional ID field (transactions are not served yet)
+// * v5: LogStartOffset
+// * v8: per-partition ErrorMessage
+// * v9: flexible
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/volume/partlog"
+)
+
+type pendingSync struct {
+	part *engine.Partition
+	last int64
+	rp   *kmsg.ProduceResponseTopicPartition
+}
+
+func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
+	req := kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	eng := c.s.eng
+	var pending []pendingSync
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		st := &resp.Topics[ti]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			sp := &st.Partitions[pi]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			setErr := func(err error) {
+				sp.ErrorCode = errorCode(err)
+				if req.Version >= 8 {
+					sp.ErrorMessage = errMessage(err)
+				}
+			}
+			if req.TransactionID != nil {
+				setErr(fmt.Errorf("%w: transactional produce is not supported yet", engine.ErrInvalidRecord))
+				continue
+			}
+			part, err := eng.Partition(rt.Topic, rp.Partition)
+			if errors.Is(err, engine.ErrUnknownTopic) {
+				if _, known := eng.Topic(rt.Topic); !known && eng.AutoCreateEnabled() {
+					if cerr := eng.AutoCreate(rt.Topic); cerr != nil {
+						err = cerr
+					}
+				}
+			}
+			if err != nil {
+				setErr(err)
+				continue
+			}
+			last, first, err := appendBatches(part, rp.Records)
+			if err != nil {
+				setErr(err)
+				continue
+			}
+			sp.BaseOffset = first.BaseOffset
+			sp.LogStartOffset = first.LogStartOffset
+			pending = append(pending, pendingSync{part: part, last: last, rp: sp})
+		}
+	}
+	if req.Acks == 0 {
+		// No response, but the data still has to become durable and visible.
+		r.finish(nil)
+		if len(pending) > 0 {
+			go func() {
+				for _, p := range pending {
+					_ = p.part.Sync(context.Background(), p.last)
+				}
+			}()
+		}
+		return
+	}
+	if len(pending) == 0 {
+		r.finish(resp)
+		return
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	c.async(r, func() {
+		ctx, cancel := context.WithTimeout(c.ctx, timeout)
+		defer cancel()
+		for _, p := range pending {
+			if err := p.part.Sync(ctx, p.last); err != nil {
+				p.rp.ErrorCode = errorCode(err)
+				p.rp.BaseOffset = -1
+				if req.Version >= 8 {
+					p.rp.ErrorMessage = errMessage(err)
+				}
+			}
+		}
+		r.finish(resp)
+	})
+}
+
+// appendBatches appends every batch in records, in order. It returns the
+// last offset appended and the result of the first batch.
+func appendBatches(part *engine.Partition, records []byte) (int64, engine.ProduceResult, error) {
+	var (
+		first engine.ProduceResult
+		last  int64 = -1
+	)
+	if len(records) == 0 {
+		return 0, first, fmt.Errorf("%w: the partition's record set is empty", partlog.ErrCorruptBatch)
+	}
+	for n := 0; len(records) > 0; n++ {
+		if len(records) < 12 {
+			return 0, first, fmt.Errorf("%w: %d trailing bytes are not a batch", partlog.ErrCorruptBatch, len(records))
+		}
+		size := int64(int32(binary.BigEndian.Uint32(records[8:12]))) + 12
+		if size < 12+49 || size > int64(len(records)) {
+			return 0, first, fmt.Errorf("%w: batch length %d does not fit the %d bytes sent", partlog.ErrCorruptBatch, size-12, len(records))
+		}
+		l, res, err := part.Append(records[:size])
+		if err != nil {
+			if n > 0 {
+				err = fmt.Errorf("batch %d: %w", n, err)
+			}
+			return 0, first, err
+		}
+		if n == 0 {
+			first = res
+		}
+		last = max(last, l)
+		records = records[size:]
+	}
+	return last, first, nil
+}

@@ -1,0 +1,145 @@
+package wire
+
+// Metadata: versions 0-12.
+//
+// Behavior:
+// * This broker is the cluster: it is every partition's leader, sole replica
+//   and sole in-sync replica, with the partition's leader epoch.
+// * A partition not yet served (opening, recovering) has no leader and
+//   LEADER_NOT_AVAILABLE, so clients retry.
+// * Unknown topics are created with the defaults when the broker allows it
+//   (--auto-create-topics) and the request does too; the answer waits
+//   briefly for the new partitions to be served.
+//
+// Version notes:
+// * v1: a null topic list means all topics (v0: an empty list does)
+// * v4: AllowAutoTopicCreation
+// * v7: leader epochs (KIP-320)
+// * v10: topic IDs; topics may be named by ID only
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kaas-dev/kaas/engine"
+)
+
+func handleMetadata(c *conn, kreq kmsg.Request, r *reply) {
+	req := kreq.(*kmsg.MetadataRequest)
+	c.async(r, func() { r.finish(c.s.metadata(c.ctx, req)) })
+}
+
+func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = s.eng.BrokerID(), s.host, s.port
+	if s.cfg.Rack != "" {
+		rack := s.cfg.Rack
+		b.Rack = &rack
+	}
+	resp.Brokers = append(resp.Brokers, b)
+	cid := s.eng.ClusterID()
+	resp.ClusterID = &cid
+	resp.ControllerID = s.eng.BrokerID()
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, v := range s.eng.Topics() {
+			if !v.Spec.Deleted {
+				resp.Topics = append(resp.Topics, s.metadataTopic(v))
+			}
+		}
+		return resp
+	}
+	allowAuto := req.Version < 4 || req.AllowAutoTopicCreation
+	var created []string
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			// Named by ID (v10+).
+			id := uuid.UUID(rt.TopicID).String()
+			if v, ok := s.eng.TopicByID(id); ok && !v.Spec.Deleted {
+				resp.Topics = append(resp.Topics, s.metadataTopic(v))
+				continue
+			}
+			t := kmsg.NewMetadataResponseTopic()
+			t.TopicID = rt.TopicID
+			t.ErrorCode = kerr.UnknownTopicID.Code
+			resp.Topics = append(resp.Topics, t)
+			continue
+		}
+		name := *rt.Topic
+		if _, ok := s.eng.Topic(name); ok {
+			continue
+		}
+		if err := engine.ValidTopicName(name); err != nil {
+			continue
+		}
+		if allowAuto && s.eng.AutoCreateEnabled() {
+			if err := s.eng.AutoCreate(name); err == nil {
+				created = append(created, name)
+			} else {
+				s.log.V(1).Info("auto-create failed", "topic", name, "err", err.Error())
+			}
+		}
+	}
+	if len(created) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.MetadataWait)
+		for _, name := range created {
+			s.eng.WaitServing(wctx, name)
+		}
+		cancel()
+	}
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			continue
+		}
+		name := *rt.Topic
+		v, ok := s.eng.Topic(name)
+		if ok && !v.Spec.Deleted {
+			resp.Topics = append(resp.Topics, s.metadataTopic(v))
+			continue
+		}
+		t := kmsg.NewMetadataResponseTopic()
+		t.Topic = rt.Topic
+		t.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		if err := engine.ValidTopicName(name); err != nil {
+			t.ErrorCode = kerr.InvalidTopicException.Code
+		} else if allowAuto && s.eng.AutoCreateEnabled() {
+			t.ErrorCode = kerr.LeaderNotAvailable.Code // being created
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+func (s *Server) metadataTopic(v engine.TopicView) kmsg.MetadataResponseTopic {
+	t := kmsg.NewMetadataResponseTopic()
+	name := v.Spec.Name
+	t.Topic = &name
+	if id, err := uuid.Parse(v.Spec.ID); err == nil {
+		t.TopicID = id
+	}
+	self := s.eng.BrokerID()
+	for i, epoch := range v.Epochs {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition = int32(i)
+		if epoch < 0 {
+			p.ErrorCode = kerr.LeaderNotAvailable.Code
+			p.Leader = -1
+			p.LeaderEpoch = -1
+			p.Replicas = []int32{self}
+			p.ISR = []int32{}
+		} else {
+			p.Leader = self
+			p.LeaderEpoch = epoch
+			p.Replicas = []int32{self}
+			p.ISR = []int32{self}
+		}
+		p.OfflineReplicas = []int32{}
+		t.Partitions = append(t.Partitions, p)
+	}
+	return t
+}

@@ -1,0 +1,116 @@
+package wire
+
+// CreateTopics: versions 2-7.
+//
+// Behavior:
+// * Writes the topic's desired state (a new topic ID per incarnation); the
+//   reconciler opens its partitions. The answer waits (up to the request's
+//   timeout) until they are served, so a client can produce at once.
+// * Partitions -1 means the broker default. Replication is the volume's
+//   job: any replication factor (or -1) is accepted and reported as 1.
+// * Manual replica assignments are refused (INVALID_REPLICA_ASSIGNMENT):
+//   placement is decided by kaas.
+// * Configs are validated; keys kaas does not know, and values it cannot
+//   honour, get INVALID_CONFIG with a message.
+// * ValidateOnly checks everything and writes nothing.
+//
+// Version notes:
+// * v1: ErrorMessage; ValidateOnly
+// * v5: flexible; NumPartitions, ReplicationFactor and Configs in the answer
+// * v7: TopicID in the answer
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kaas-dev/kaas/engine"
+)
+
+func handleCreateTopics(c *conn, kreq kmsg.Request, r *reply) {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	c.async(r, func() {
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		seen := map[string]int{}
+		for _, t := range req.Topics {
+			seen[t.Topic]++
+		}
+		var created []string
+		for _, t := range req.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic = t.Topic
+			setErr := func(code int16, msg string) {
+				st.ErrorCode = code
+				st.ErrorMessage = &msg
+			}
+			switch {
+			case seen[t.Topic] > 1:
+				setErr(kerr.InvalidRequest.Code, "topic "+t.Topic+" appears more than once in the request")
+			case len(t.ReplicaAssignment) > 0:
+				setErr(kerr.InvalidReplicaAssignment.Code, "manual replica assignment is not supported: kaas places partitions itself")
+			case t.ReplicationFactor == 0 || t.ReplicationFactor < -1:
+				setErr(kerr.InvalidReplicationFactor.Code, "replication factor must be -1 or at least 1")
+			default:
+				configs := map[string]string{}
+				for _, kv := range t.Configs {
+					if kv.Value != nil {
+						configs[kv.Name] = *kv.Value
+					}
+				}
+				spec, err := c.s.eng.CreateTopic(engine.CreateTopicRequest{Name: t.Topic, Partitions: t.NumPartitions, Configs: configs, ValidateOnly: req.ValidateOnly})
+				if err != nil {
+					msg := err.Error()
+					if errors.Is(err, engine.ErrTopicExists) {
+						msg = "topic '" + t.Topic + "' already exists"
+					}
+					setErr(errorCode(err), msg)
+					break
+				}
+				st.NumPartitions = spec.Partitions
+				st.ReplicationFactor = 1
+				if id, err := uuid.Parse(spec.ID); err == nil && !req.ValidateOnly {
+					st.TopicID = id
+				}
+				st.Configs = topicConfigEntries(spec)
+				if !req.ValidateOnly {
+					created = append(created, spec.Name)
+				}
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		if len(created) > 0 {
+			timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+			if timeout <= 0 {
+				timeout = time.Second
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, timeout)
+			for _, name := range created {
+				c.s.eng.WaitServing(ctx, name)
+			}
+			cancel()
+		}
+		r.finish(resp)
+	})
+}
+
+func topicConfigEntries(spec engine.TopicSpec) []kmsg.CreateTopicsResponseTopicConfig {
+	var out []kmsg.CreateTopicsResponseTopicConfig
+	for _, name := range engine.TopicConfigNames() {
+		e := kmsg.NewCreateTopicsResponseTopicConfig()
+		e.Name = name
+		v := spec.ConfigValue(name)
+		e.Value = &v
+		e.Source = 5 // DEFAULT_CONFIG
+		if _, set := spec.Configs[name]; set {
+			e.Source = 1 // TOPIC_CONFIG
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,301 @@
+package wire
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// conn is one client connection. Requests are read and dispatched in order
+// by serve; each gets a reply slot queued to the writer, which sends the
+// responses in request order (Kafka's per-connection ordering guarantee).
+// A handler may finish its reply later (produce waiting for the shared
+// fsync, fetch long-polling) while the next requests are read and
+// dispatched: appends keep their order, durability waits overlap.
+type conn struct {
+	s       *Server
+	nc      net.Conn
+	ctx     context.Context
+	cancel  context.CancelFunc
+	replies chan *reply
+
+	stopOnce sync.Once
+	stopping chan struct{}
+
+	clientID string
+}
+
+type reply struct {
+	key      int16
+	version  int16
+	corr     int32
+	flexible bool // response header carries tags (never for ApiVersions)
+	done     chan struct{}
+	resp     kmsg.Response // nil: send nothing (acks=0 produce)
+	fatal    error         // close the connection instead of answering
+}
+
+func (r *reply) finish(resp kmsg.Response) {
+	r.resp = resp
+	close(r.done)
+}
+
+func (r *reply) fail(err error) {
+	r.fatal = err
+	close(r.done)
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{s: s, nc: nc, ctx: ctx, cancel: cancel,
+		replies: make(chan *reply, s.cfg.MaxInFlight), stopping: make(chan struct{})}
+}
+
+// stopReading makes serve stop after the request it is reading; replies
+// already queued are still written (graceful shutdown).
+func (c *conn) stopReading() {
+	c.stopOnce.Do(func() {
+		close(c.stopping)
+		_ = c.nc.SetReadDeadline(time.Now())
+	})
+}
+
+func (c *conn) serve() {
+	log := c.s.log.WithValues("remote", c.nc.RemoteAddr().String())
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	err := c.readLoop()
+	close(c.replies)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		select {
+		case <-c.stopping:
+		default:
+			log.V(1).Info("closing connection", "reason", err.Error(), "clientID", c.clientID)
+		}
+	}
+	<-writerDone
+	c.cancel()
+	_ = c.nc.Close()
+}
+
+func (c *conn) readLoop() error {
+	var sizeBuf [4]byte
+	for {
+		select {
+		case <-c.stopping:
+			return nil
+		case <-c.ctx.Done():
+			return nil
+		default:
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > c.s.cfg.MaxFrameBytes {
+			return fmt.Errorf("frame of %d bytes is outside [8, %d]", size, c.s.cfg.MaxFrameBytes)
+		}
+		// A started frame must arrive within FrameTimeout: a slow or
+		// truncated sender cannot hold a connection's goroutine forever.
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(c.nc, buf); err != nil {
+			return fmt.Errorf("read frame body: %w", err)
+		}
+		if err := c.dispatch(buf); err != nil {
+			return err
+		}
+	}
+}
+
+// dispatch decodes one request and starts its handler.
+func (c *conn) dispatch(frame []byte) (err error) {
+	hdr, body, err := parseHeader(frame)
+	if err != nil {
+		return err
+	}
+	if hdr.clientID != nil {
+		c.clientID = *hdr.clientID
+	}
+	r := &reply{key: hdr.key, version: hdr.version, corr: hdr.corr, done: make(chan struct{})}
+	h, known := handlers[kmsg.Key(hdr.key)]
+	if !known {
+		return fmt.Errorf("unsupported api key %d", hdr.key)
+	}
+	if hdr.version < h.min || hdr.version > h.max {
+		if kmsg.Key(hdr.key) == kmsg.ApiVersions {
+			// Clients probe with their newest version; answer v0 with
+			// UNSUPPORTED_VERSION and our ranges so they can downgrade.
+			r.version = 0
+			c.replies <- r
+			r.finish(apiVersionsResponse(0, unsupportedVersion))
+			return nil
+		}
+		return fmt.Errorf("api key %d version %d is outside the supported %d-%d", hdr.key, hdr.version, h.min, h.max)
+	}
+	req := kmsg.RequestForKey(hdr.key)
+	if req == nil {
+		return fmt.Errorf("unknown api key %d", hdr.key)
+	}
+	req.SetVersion(hdr.version)
+	r.flexible = req.IsFlexible() && kmsg.Key(hdr.key) != kmsg.ApiVersions
+	if req.IsFlexible() {
+		tr := &tagReader{src: body}
+		kmsg.SkipTags(tr)
+		if tr.bad {
+			return errors.New("truncated request header tags")
+		}
+		body = tr.src
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(hdr.key), hdr.version, err)
+	}
+	c.replies <- r
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.log.Error(fmt.Errorf("panic: %v", p), "handler panicked; closing connection", "key", hdr.key, "version", hdr.version, "stack", string(debug.Stack()))
+			select {
+			case <-r.done:
+			default:
+				r.fail(fmt.Errorf("handler panic: %v", p))
+			}
+			err = fmt.Errorf("handler panic: %v", p)
+		}
+	}()
+	h.fn(c, req, r)
+	return nil
+}
+
+// async runs fn in its own goroutine, with the same panic safety.
+func (c *conn) async(r *reply, fn func()) {
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				c.s.log.Error(fmt.Errorf("panic: %v", p), "handler panicked; closing connection", "key", r.key, "stack", string(debug.Stack()))
+				select {
+				case <-r.done:
+				default:
+					r.fail(fmt.Errorf("handler panic: %v", p))
+				}
+			}
+		}()
+		fn()
+	}()
+}
+
+func (c *conn) writeLoop() {
+	buf := make([]byte, 0, 64<<10)
+	broken := false
+	for r := range c.replies {
+		<-r.done
+		if broken {
+			continue
+		}
+		if r.fatal != nil {
+			broken = true
+			c.cancel()
+			_ = c.nc.Close()
+			continue
+		}
+		if r.resp == nil {
+			continue
+		}
+		r.resp.SetVersion(r.version)
+		buf = append(buf[:0], 0, 0, 0, 0)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(r.corr))
+		if r.flexible {
+			buf = append(buf, 0) // empty header tags
+		}
+		buf = r.resp.AppendTo(buf)
+		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
+			broken = true
+			c.cancel()
+			_ = c.nc.Close()
+			continue
+		}
+		if cap(buf) > 8<<20 {
+			buf = make([]byte, 0, 64<<10) // do not pin one huge fetch's buffer
+		}
+	}
+}
+
+type header struct {
+	key, version int16
+	corr         int32
+	clientID     *string
+}
+
+// parseHeader reads the fixed part of a request header (v1: key, version,
+// correlation ID, nullable client ID); flexible tags are skipped by dispatch
+// once the version is known.
+func parseHeader(b []byte) (header, []byte, error) {
+	var h header
+	if len(b) < 10 {
+		return h, nil, errors.New("request header is truncated")
+	}
+	h.key = int16(binary.BigEndian.Uint16(b[0:]))
+	h.version = int16(binary.BigEndian.Uint16(b[2:]))
+	h.corr = int32(binary.BigEndian.Uint32(b[4:]))
+	n := int16(binary.BigEndian.Uint16(b[8:]))
+	b = b[10:]
+	if n >= 0 {
+		if int(n) > len(b) {
+			return h, nil, errors.New("request header client id is truncated")
+		}
+		s := string(b[:n])
+		h.clientID = &s
+		b = b[n:]
+	}
+	return h, b, nil
+}
+
+// tagReader adapts a byte slice to kmsg.TagReader.
+type tagReader struct {
+	src []byte
+	bad bool
+}
+
+func (t *tagReader) Ok() bool { return !t.bad }
+
+func (t *tagReader) Uvarint() uint32 {
+	var v uint32
+	for i := 0; i < 5; i++ {
+		if len(t.src) == 0 {
+			t.bad = true
+			return 0
+		}
+		c := t.src[0]
+		t.src = t.src[1:]
+		v |= uint32(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			return v
+		}
+	}
+	t.bad = true
+	return 0
+}
+
+func (t *tagReader) Span(n int) []byte {
+	if n < 0 || n > len(t.src) {
+		t.bad = true
+		t.src = nil
+		return nil
+	}
+	s := t.src[:n]
+	t.src = t.src[n:]
+	return s
+}

@@ -1,0 +1,44 @@
+package wire
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handler serves one API key. fn finishes r, now or later (via c.async).
+type handler struct {
+	min, max int16
+	fn       func(c *conn, req kmsg.Request, r *reply)
+}
+
+// handlers is the one table of what kaas serves. ApiVersions is derived from
+// it and requests outside it are refused, so the advertised versions cannot
+// drift from the code.
+var handlers map[kmsg.Key]handler
+
+func init() {
+	handlers = map[kmsg.Key]handler{
+		kmsg.Produce:         {3, 9, handleProduce},
+		kmsg.Fetch:           {4, 12, handleFetch},
+		kmsg.ListOffsets:     {1, 7, handleListOffsets},
+		kmsg.Metadata:        {0, 12, handleMetadata},
+		kmsg.ApiVersions:     {0, 3, handleApiVersions},
+		kmsg.CreateTopics:    {2, 7, handleCreateTopics},
+		kmsg.DeleteTopics:    {1, 6, handleDeleteTopics},
+		kmsg.InitProducerID:  {0, 5, handleInitProducerID},
+		kmsg.DescribeCluster: {0, 1, handleDescribeCluster},
+	}
+}
+
+// apiKeys lists the table sorted by key.
+func apiKeys() []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(handlers))
+	for k, h := range handlers {
+		ak := kmsg.NewApiVersionsResponseApiKey()
+		ak.ApiKey, ak.MinVersion, ak.MaxVersion = int16(k), h.min, h.max
+		out = append(out, ak)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ApiKey < out[j].ApiKey })
+	return out
+}

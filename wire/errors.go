@@ -1,0 +1,62 @@
+package wire
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/volume/partlog"
+)
+
+const unsupportedVersion = 35 // kerr.UnsupportedVersion.Code
+
+// errorCode is the single place where engine and volume errors become Kafka
+// error codes. Unknown errors are KAFKA_STORAGE_ERROR: retriable, and the
+// engine reopens a failed partition by itself.
+func errorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, engine.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, engine.ErrNotServing), errors.Is(err, engine.ErrPartitionClosed):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, engine.ErrTopicExists), errors.Is(err, engine.ErrTopicDeleting):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, engine.ErrInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, engine.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, engine.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, engine.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, engine.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, engine.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, partlog.ErrBatchTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, partlog.ErrCorruptBatch):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, partlog.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, partlog.ErrFenced):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	default:
+		return kerr.KafkaStorageError.Code
+	}
+}
+
+// errMessage is the message to send with a code (nil when none).
+func errMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

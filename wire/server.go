@@ -1,0 +1,149 @@
+// Package wire is kaas's Kafka front end: a TCP server speaking the Kafka
+// protocol through franz-go's kmsg, one file per API key (named by key
+// number, kfake-style), one table (dispatch.go) from which ApiVersions is
+// derived. Handlers are thin: they translate to and from package engine,
+// which owns all state.
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kaas-dev/kaas/engine"
+)
+
+// Config configures a Server.
+type Config struct {
+	Engine *engine.Engine
+	Logger logr.Logger
+	// Advertise is the host:port clients are told to connect to.
+	Advertise string
+	// Rack is advertised as the broker's rack (its zone).
+	Rack string
+	// MaxFrameBytes bounds one request (socket.request.max.bytes); larger
+	// frames close the connection, as Kafka does. Default 100 MiB.
+	MaxFrameBytes int32
+	// FrameTimeout bounds how long a started frame may take to arrive.
+	FrameTimeout time.Duration
+	// IdleTimeout closes connections with no request for this long
+	// (connections.max.idle.ms). Default 10 min.
+	IdleTimeout time.Duration
+	// MaxInFlight bounds requests being processed per connection.
+	MaxInFlight int
+	// MetadataWait bounds how long Metadata waits for auto-created topics.
+	MetadataWait time.Duration
+}
+
+// Server serves the Kafka protocol.
+type Server struct {
+	cfg  Config
+	eng  *engine.Engine
+	log  logr.Logger
+	host string
+	port int32
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[*conn]struct{}
+	wg    sync.WaitGroup
+	quit  chan struct{}
+}
+
+// NewServer returns a server; Serve starts it.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = 100 << 20
+	}
+	if cfg.FrameTimeout <= 0 {
+		cfg.FrameTimeout = 30 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 32
+	}
+	if cfg.MetadataWait <= 0 {
+		cfg.MetadataWait = 3 * time.Second
+	}
+	host, portS, err := net.SplitHostPort(cfg.Advertise)
+	if err != nil {
+		return nil, fmt.Errorf("advertised address %q: %w", cfg.Advertise, err)
+	}
+	port, err := strconv.Atoi(portS)
+	if err != nil {
+		return nil, fmt.Errorf("advertised port %q: %w", portS, err)
+	}
+	return &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, host: host, port: int32(port),
+		conns: map[*conn]struct{}{}, quit: make(chan struct{})}, nil
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-s.quit:
+				return nil
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown stops accepting, lets in-flight requests finish (until ctx ends),
+// then closes every connection.
+func (s *Server) Shutdown(ctx context.Context) {
+	close(s.quit)
+	s.mu.Lock()
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			_ = c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+}
