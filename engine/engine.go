@@ -358,6 +358,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index int32) err
 	}
 	if err == nil {
 		e.log.Info("partition serving", "topic", spec.Name, "partition", index, "epoch", rec.Epoch)
+		e.broadcast() // the record now says serving too
 	}
 	return err
 }
@@ -392,7 +393,8 @@ func (e *Engine) openPartition(spec TopicSpec, index int32, rec *states.Record) 
 	}
 	rec.Epoch = epoch
 	p := &Partition{Topic: spec.Name, Index: index, TopicID: spec.ID, fsys: e.fsys, dir: dir, log: lg,
-		producers: ps, onChange: e.broadcast, onFailure: e.partitionFailed}
+		producers: ps, onChange: e.broadcast, onFailure: e.partitionFailed,
+		logger: e.log.WithValues("topic", spec.Name, "partition", index)}
 	e.log.V(1).Info("partition recovered", "topic", spec.Name, "partition", index, "epoch", epoch,
 		"logStart", lg.LogStartOffset(), "logEnd", lg.LogEndOffset(), "openTime", opened,
 		"producerReplayBatches", replayed, "totalTime", time.Since(start))

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
+	"github.com/go-logr/logr"
 	"sync"
 
 	"github.com/kaas-dev/kaas/volume"
@@ -25,11 +27,17 @@ type Partition struct {
 	// onFailure is told when the log refuses writes for good.
 	onFailure func(*Partition)
 
+	logger logr.Logger
+
 	// mu serialises the producer-state check with the append it guards.
-	mu        sync.Mutex
-	producers producerState
-	closed    bool
+	mu            sync.Mutex
+	producers     producerState
+	sinceSnapshot int64 // bytes appended since the last producer snapshot
+	closed        bool
 }
+
+// snapshotEveryBytes bounds the log a recovery replays for producer state.
+const snapshotEveryBytes = 64 << 20
 
 var (
 	// ErrPartitionClosed means the partition was released while a request
@@ -85,12 +93,16 @@ func (p *Partition) Append(batch []byte) (lastOffset int64, res ProduceResult, e
 		return 0, res, err
 	}
 	p.producers.record(h, ar.BaseOffset, ar.LastOffset)
-	if ar.Rolled {
-		// Snapshot at each roll so that recovery replays at most one
-		// segment. The snapshot includes this batch; if a crash truncates
-		// the log below it, recovery skips it for an older one.
+	p.sinceSnapshot += int64(len(batch))
+	if ar.Rolled || p.sinceSnapshot >= snapshotEveryBytes {
+		// Snapshot at each roll and every snapshotEveryBytes, so recovery
+		// after a crash replays a bounded tail. The snapshot includes this
+		// batch; if a crash truncates the log below it, recovery takes an
+		// older one. The batch is appended either way: a failed snapshot
+		// only means a longer replay, so it is logged, not returned.
+		p.sinceSnapshot = 0
 		if err := writeSnapshot(p.fsys, p.dir, p.producers, ar.LastOffset+1); err != nil {
-			return 0, res, err
+			p.logger.Error(err, "producer-state snapshot failed; recovery will replay more of the log")
 		}
 	}
 	return ar.LastOffset, ProduceResult{BaseOffset: ar.BaseOffset, LogStartOffset: p.log.LogStartOffset()}, nil

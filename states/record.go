@@ -45,7 +45,9 @@ func Save(fsys volume.FS, clusterDir string, rec *Record) error {
 		return fmt.Errorf("encode record %s %s: %w", rec.Kind, rec.Object, err)
 	}
 	p := RecordPath(clusterDir, rec.Kind, rec.Object)
-	if err := fsys.MkdirAll(path.Dir(p), 0o755); err != nil {
+	// The directory's own entry must be durable too, or the first record of
+	// a kind (and every one after it) vanishes in a crash.
+	if err := volume.MkdirAllSync(fsys, path.Dir(p)); err != nil {
 		return fmt.Errorf("status dir for %s: %w", rec.Kind, err)
 	}
 	return volume.WriteFileAtomic(fsys, p, b)
@@ -69,9 +71,15 @@ func Load(fsys volume.FS, clusterDir, kind, object string) (*Record, error) {
 
 // Forget removes a record; a missing record is success.
 func Forget(fsys volume.FS, clusterDir, kind, object string) error {
-	err := fsys.Remove(RecordPath(clusterDir, kind, object))
+	p := RecordPath(clusterDir, kind, object)
+	err := fsys.Remove(p)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("forget record %s %s: %w", kind, object, err)
+	}
+	// Make the removal durable (also when an earlier attempt removed it but
+	// crashed before syncing), or the record comes back after a crash.
+	if err := fsys.SyncDir(path.Dir(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("forget record %s %s: sync: %w", kind, object, err)
 	}
 	return nil
 }

@@ -40,7 +40,17 @@ func TopicDeleteActions(fsys volume.FS, dataDir, topic, topicID string, releaseF
 		"release":      releaseFn,
 		"rename-aside": func(ctx context.Context) error { return renameAside(fsys, dataDir, topic, topicID) },
 		"purge": func(ctx context.Context) error {
-			return volume.RemoveAll(fsys, TrashPath(dataDir, topic, topicID))
+			trash := TrashPath(dataDir, topic, topicID)
+			if err := volume.RemoveAll(fsys, trash); err != nil {
+				return err
+			}
+			// The removal is durable only once the trash directory is
+			// synced; before that a crash brings the entry back while the
+			// record already says purged.
+			if err := fsys.SyncDir(path.Dir(trash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("sync %s: %w", path.Dir(trash), err)
+			}
+			return nil
 		},
 		"forget": forgetFn,
 	}
