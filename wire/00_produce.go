@@ -130,24 +130,30 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 }
 
 // appendBatches appends every batch in records, in order. It returns the
-// last offset appended and the result of the first batch.
+// last offset appended and the result of the first batch. As in Kafka, a
+// partition's record set is all or nothing: every batch's framing, magic and
+// CRC are checked before the first one is appended, so a bad batch after a
+// good one cannot leave the good one written under an error answer (which
+// the client would retry, duplicating it).
 func appendBatches(part *engine.Partition, records []byte) (int64, engine.ProduceResult, error) {
 	var (
 		first engine.ProduceResult
 		last  int64 = -1
 	)
-	if len(records) == 0 {
-		return 0, first, fmt.Errorf("%w: the partition's record set is empty", partlog.ErrCorruptBatch)
+	batches, err := splitBatches(records)
+	if err != nil {
+		return 0, first, err
 	}
-	for n := 0; len(records) > 0; n++ {
-		if len(records) < 12 {
-			return 0, first, fmt.Errorf("%w: %d trailing bytes are not a batch", partlog.ErrCorruptBatch, len(records))
+	if len(batches) > 1 {
+		// One batch is validated by Append itself before anything is written.
+		for n, b := range batches {
+			if _, err := partlog.ValidateBatch(b); err != nil {
+				return 0, first, fmt.Errorf("batch %d: %w", n, err)
+			}
 		}
-		size := int64(int32(binary.BigEndian.Uint32(records[8:12]))) + 12
-		if size < 12+49 || size > int64(len(records)) {
-			return 0, first, fmt.Errorf("%w: batch length %d does not fit the %d bytes sent", partlog.ErrCorruptBatch, size-12, len(records))
-		}
-		l, res, err := part.Append(records[:size])
+	}
+	for n, b := range batches {
+		l, res, err := part.Append(b)
 		if err != nil {
 			if n > 0 {
 				err = fmt.Errorf("batch %d: %w", n, err)
@@ -158,7 +164,34 @@ func appendBatches(part *engine.Partition, records []byte) (int64, engine.Produc
 			first = res
 		}
 		last = max(last, l)
-		records = records[size:]
 	}
 	return last, first, nil
+}
+
+// splitBatches cuts a partition's record set into its batches by their
+// length fields.
+func splitBatches(records []byte) ([][]byte, error) {
+	if len(records) == 0 {
+		// Kafka: INVALID_RECORD (not the retriable CORRUPT_MESSAGE).
+		return nil, fmt.Errorf("%w: produce requests must carry at least one record batch per partition", engine.ErrInvalidRecord)
+	}
+	var out [][]byte
+	for len(records) > 0 {
+		// The magic byte sits at byte 16 in every message format. Kafka
+		// refuses old formats in Produce v3+ with the non-retriable
+		// INVALID_RECORD; CORRUPT_MESSAGE would make clients retry.
+		if len(records) > 16 && records[16] != 2 {
+			return nil, fmt.Errorf("%w: produce requests with version 3 and above may only carry magic v2 record batches, got magic %d", engine.ErrInvalidRecord, records[16])
+		}
+		if len(records) < 12 {
+			return nil, fmt.Errorf("%w: %d trailing bytes are not a batch", partlog.ErrCorruptBatch, len(records))
+		}
+		size := int64(int32(binary.BigEndian.Uint32(records[8:12]))) + 12
+		if size < 12+49 || size > int64(len(records)) {
+			return nil, fmt.Errorf("%w: batch length %d does not fit the %d bytes sent", partlog.ErrCorruptBatch, size-12, len(records))
+		}
+		out = append(out, records[:size:size])
+		records = records[size:]
+	}
+	return out, nil
 }

@@ -90,6 +90,12 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.ln = ln
 	s.mu.Unlock()
+	select {
+	case <-s.quit: // Shutdown ran before Serve: nothing would close ln
+		_ = ln.Close()
+		return nil
+	default:
+	}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -106,9 +112,18 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		c := newConn(s, nc)
 		s.mu.Lock()
+		select {
+		case <-s.quit:
+			// Accepted while Shutdown ran: it has already told the
+			// registered connections to stop and may be in wg.Wait.
+			s.mu.Unlock()
+			_ = nc.Close()
+			return nil
+		default:
+		}
 		s.conns[c] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
 			c.serve()
@@ -141,6 +156,10 @@ func (s *Server) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 		s.mu.Lock()
 		for c := range s.conns {
+			// Cancel too: a long-polling fetch or a produce waiting for
+			// its fsync watches c.ctx, not the socket, and the writer
+			// waits for its reply before the connection can end.
+			c.cancel()
 			_ = c.nc.Close()
 		}
 		s.mu.Unlock()
