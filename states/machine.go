@@ -113,7 +113,10 @@ func Drive(ctx context.Context, def Definition, rec *Record, acts Actions, save 
 			return fmt.Errorf("%s %s: step %s: %w", def.Kind, rec.Object, step.Event, err)
 		}
 		machine.SetState(rec.State)
-		if err := machine.Event(ctx, step.Event); err != nil {
+		// The action is done: its result is recorded even if ctx ended
+		// meanwhile (looplab/fsm refuses a transition on a cancelled ctx,
+		// which would leave a finished step unrecorded).
+		if err := machine.Event(context.WithoutCancel(ctx), step.Event); err != nil {
 			var none fsm.NoTransitionError
 			if !errors.As(err, &none) {
 				return fmt.Errorf("%s %s: %w: %v", def.Kind, rec.Object, ErrIllegalTransition, err)

@@ -183,6 +183,23 @@ func TestDriveCancelled(t *testing.T) {
 	}
 }
 
+// A step whose action finished is recorded even if the context ends during
+// it (a broker shutting down mid-step): otherwise the record would lag the
+// volume and the step's effect, such as a published partition.
+func TestDriveRecordsStepFinishedAfterCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var saved []string
+	acts := states.Actions{
+		"ab": func(context.Context) error { cancel(); return nil },
+		"bc": func(context.Context) error { return nil },
+	}
+	rec := &states.Record{Kind: chain.Kind, Object: "o"}
+	err := states.Drive(ctx, chain, rec, acts, func(r *states.Record) error { saved = append(saved, r.State); return nil }, time.Now)
+	if !errors.Is(err, context.Canceled) || rec.State != "b" || strings.Join(saved, ",") != "b" {
+		t.Fatalf("Drive = %v, state %q, saves %v; want the finished step saved, then stop", err, rec.State, saved)
+	}
+}
+
 func TestRecordRoundTrip(t *testing.T) {
 	fsys := memfs.New()
 	const cluster = "c"
