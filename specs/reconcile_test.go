@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -105,5 +107,60 @@ var _ = Describe("kaasctl reconcile-status", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(topics.Has(topic)).To(BeFalse())
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+})
+
+var _ = Describe("kaasctl reconcile-status while a topic delete fails", func() {
+	It("shows the delete's attempts and last error, then deleted once the volume lets it finish", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		// The first 60 removals of files in the trash fail with EBUSY, as a
+		// file held open on another NFS client would: the purge step fails
+		// and is re-driven with backoff until the fault runs out.
+		fault := fmt.Sprintf("Remove:%s/trash/*/*/*:EBUSY:60", dir)
+		b := StartBroker(dir, WithBrokerArgs("--inject-faults", fault))
+		adm := NewAdmin(b)
+		topic := UniqueName("faileddelete")
+		CreateTopic(ctx, adm, topic, 2)
+
+		By("deleting the topic while its trash cannot be removed")
+		// A short request timeout: the answer is REQUEST_TIMED_OUT while the
+		// delete goes on, so the spec can watch it fail and recover.
+		adm.SetTimeoutMillis(200)
+		_, err := adm.DeleteTopic(ctx, topic)
+		Expect(err).To(MatchError(kerr.RequestTimedOut))
+
+		By("kaasctl shows the machine stuck at renamed, with attempts and the last error")
+		var seen reconcileEntry
+		Eventually(func(g Gomega) {
+			var failing *reconcileEntry
+			for _, e := range reconcileStatus(g, ctx, dir) {
+				if e.Kind == "topic-delete" && objectIsTopic(e.Object, topic) {
+					e := e
+					failing = &e
+				}
+			}
+			g.Expect(failing).NotTo(BeNil())
+			g.Expect(failing.State).To(Equal("renamed"))
+			g.Expect(failing.Attempts).To(BeNumerically(">=", 1))
+			g.Expect(fmt.Sprint(failing.LastError)).To(And(ContainSubstring("purge"), ContainSubstring("device or resource busy")))
+			seen = *failing
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
+		AddReportEntry("reconcile-status while the delete fails", seen.String())
+
+		By("the delete converges by itself once removal works again")
+		Eventually(func(g Gomega) {
+			for _, e := range reconcileStatus(g, ctx, dir) {
+				if e.Kind == "topic-delete" && objectIsTopic(e.Object, topic) {
+					g.Expect(e.State).To(Equal("deleted"))
+					g.Expect(e.LastError).To(BeEmpty())
+					g.Expect(e.Attempts).To(BeNumerically(">=", 1))
+					return
+				}
+			}
+			g.Expect("no topic-delete entry").To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		entries, err := Kaasctl(ctx, "reconcile-status", "--data", dir, "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		AddReportEntry("reconcile-status after a failing delete converged", entries)
 	}, SpecTimeout(3*time.Minute))
 })

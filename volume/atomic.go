@@ -209,33 +209,56 @@ func CreateExclusiveFile(fsys FS, name string, data []byte) error {
 //
 // It is not atomic: after an error, part of the tree may be gone.
 func RemoveAll(fsys FS, p string) error {
+	failed, first := removeAll(fsys, p)
+	switch {
+	case failed == 0:
+		return nil
+	case failed == 1:
+		return fmt.Errorf("remove all %s: %w", p, first)
+	default:
+		// One cause is enough to act on; the count tells how much is left.
+		return fmt.Errorf("remove all %s: %w (and %d more entries could not be removed)", p, first, failed-1)
+	}
+}
+
+// removeAll removes p and what is below it, returning how many entries could
+// not be removed and the first error (its path names the entry).
+func removeAll(fsys FS, p string) (int, error) {
 	// Try the cheap case first, which also avoids deciding from Stat, whose
 	// answer may be stale on a shared filesystem.
 	rerr := fsys.Remove(p)
 	if rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
-		return nil
+		return 0, nil
 	}
 	entries, lerr := fsys.ReadDir(p)
-	if errors.Is(lerr, fs.ErrNotExist) {
-		return nil
+	switch {
+	case errors.Is(lerr, fs.ErrNotExist):
+		return 0, nil
+	case errors.Is(lerr, syscall.ENOTDIR):
+		return 1, rerr // a file that would not go
+	case lerr != nil:
+		// Not a directory we can list: both errors tell something.
+		return 1, errors.Join(rerr, lerr)
 	}
-	if lerr != nil {
-		// Not a directory we can list: the Remove error is the real cause.
-		return fmt.Errorf("remove all %s: %w", p, errors.Join(rerr, lerr))
-	}
-	var errs []error
+	var (
+		first  error
+		failed int
+	)
 	for _, e := range entries {
-		if err := RemoveAll(fsys, path.Join(p, e.Name())); err != nil {
-			errs = append(errs, err)
+		if n, err := removeAll(fsys, path.Join(p, e.Name())); n > 0 {
+			if first == nil {
+				first = err
+			}
+			failed += n
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("remove all %s: %w", p, errors.Join(errs...))
+	if failed > 0 {
+		return failed, first
 	}
 	if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove all %s: %w", p, err)
+		return 1, err
 	}
-	return nil
+	return 0, nil
 }
 
 // MkdirAllSync creates dir and its missing parents and makes the new entries

@@ -33,11 +33,11 @@ import (
 )
 
 type options struct {
-	data, clusterDir, listen, advertise, admin, zone, logFormat string
-	id, defaultPartitions, verbosity                            int
-	autoCreate                                                  bool
-	maxRequestBytes                                             int
-	shutdownTimeout                                             time.Duration
+	data, clusterDir, listen, advertise, admin, zone, logFormat, faults string
+	id, defaultPartitions, verbosity                                    int
+	autoCreate                                                          bool
+	maxRequestBytes                                                     int
+	shutdownTimeout                                                     time.Duration
 }
 
 func envOr(key, def string) string {
@@ -71,6 +71,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.maxRequestBytes, "max-request-bytes", envInt("KAAS_MAX_REQUEST_BYTES", 100<<20), "largest request frame accepted (socket.request.max.bytes)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
 	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
+	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail volume operations, OP:GLOB:ERRNO[:COUNT[:after]],... (KAAS_INJECT_FAULTS)")
 	fs.StringVar(&o.logFormat, "log-format", envOr("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -119,8 +120,15 @@ func run(o options, log logr.Logger) error {
 			return err
 		}
 	}
+	fsys, err := withFaults(volume.OS(), o.faults)
+	if err != nil {
+		return err
+	}
+	if o.faults != "" {
+		log.Info("volume fault injection is on: this broker is for tests", "faults", o.faults)
+	}
 	eng, err := engine.New(engine.Config{
-		FS: volume.OS(), DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
+		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
 		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
 		Logger: log.WithName("engine"),
 	})
