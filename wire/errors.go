@@ -43,7 +43,9 @@ func errorCode(err error) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, partlog.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, partlog.ErrFenced):
+	case errors.Is(err, partlog.ErrFenced), errors.Is(err, partlog.ErrClosed):
+		// Another writer took over, or the partition was released: the
+		// client refreshes metadata and retries.
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
