@@ -24,7 +24,6 @@ package wire
 // * v12: flexible
 
 import (
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -38,23 +37,32 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 	c.async(r, func() {
 		wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 		deadline := time.Now().Add(wait)
-		recs := fetchBufPool.Get().(*[]byte)
+		var refs []partlog.Ref
 		for {
 			changed := c.s.eng.Changed()
-			resp, n, errs := c.s.fetchOnce(req, recs)
+			var resp *kmsg.FetchResponse
+			var n int
+			var errs bool
+			resp, refs, n, errs = c.s.fetchOnce(req, refs[:0])
 			left := time.Until(deadline)
 			if n >= int(req.MinBytes) || errs || left <= 0 {
-				r.release = func() { fetchBufPool.Put(recs) }
+				// The writer sends the refs' file ranges, then releases them
+				// (also when the connection broke).
+				r.refs = refs
+				r.release = func() { releaseRefs(refs) }
 				r.finish(resp)
 				return
 			}
+			// Waiting: hold no segment handles meanwhile.
+			releaseRefs(refs)
 			t := time.NewTimer(left)
 			select {
 			case <-changed:
 			case <-t.C:
 			case <-c.ctx.Done():
+				// The connection's writer has failed: nothing will be
+				// written. Answer without records.
 				t.Stop()
-				r.release = func() { fetchBufPool.Put(recs) }
 				r.finish(resp)
 				return
 			}
@@ -63,18 +71,21 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 	})
 }
 
-// fetchBufPool recycles the buffers fetch answers read record batches into
-// (one per answer, shared by its partitions): a fresh one per partition per
-// answer cost more in page faults and GC than the reads (kaasbench catch-up
-// consume). Idle buffers go at GC.
-var fetchBufPool = sync.Pool{New: func() any { return new([]byte) }}
+// releaseRefs releases every ref (empty ones are no-ops) and clears them.
+func releaseRefs(refs []partlog.Ref) {
+	for i := range refs {
+		refs[i].Release()
+		refs[i] = partlog.Ref{}
+	}
+}
 
-// fetchOnce builds one answer, reading record batches into *recs (the
-// answer references it until written); it reports the bytes of records in
-// it and whether any partition carries an error (answered at once, like
-// Kafka).
-func (s *Server) fetchOnce(req *kmsg.FetchRequest, recs *[]byte) (*kmsg.FetchResponse, int, bool) {
-	*recs = (*recs)[:0]
+// fetchOnce builds one answer. Record sets are not copied: each partition
+// gets one entry in refs (appended, in answer order; empty when it has no
+// records), a reference to the batches in their segment file that the
+// writer sends with sendfile where it can (appendFetchResponse, writePieces)
+// and then releases. It reports the bytes of records in the answer and
+// whether any partition carries an error (answered at once, like Kafka).
+func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref) (*kmsg.FetchResponse, []partlog.Ref, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	remaining := int(req.MaxBytes)
 	if req.Version < 3 || remaining <= 0 {
@@ -93,55 +104,54 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, recs *[]byte) (*kmsg.FetchRes
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-			part, err := s.eng.Partition(rt.Topic, rp.Partition)
-			if err != nil {
-				sp.ErrorCode = errorCode(err)
-				anyErr = true
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			lg := part.Log()
-			if code := epochCheck(rp.CurrentLeaderEpoch, part.Epoch()); code != 0 {
-				sp.ErrorCode = code
-				anyErr = true
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			hw := lg.HighWatermark()
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, lg.LogStartOffset()
-			if rp.FetchOffset < lg.LogStartOffset() || rp.FetchOffset > hw {
-				sp.ErrorCode = kerr.OffsetOutOfRange.Code
-				anyErr = true
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			limit := min(int(rp.PartitionMaxBytes), remaining)
-			if rp.FetchOffset < hw && (limit > 0 || total == 0) {
-				if limit <= 0 {
-					limit = 1 // at least one whole batch
-				}
-				// Read appends; if it has to grow *recs, the batches of
-				// earlier partitions keep the old array (still valid).
-				n0 := len(*recs)
-				buf, err := lg.Read(rp.FetchOffset, limit, *recs)
-				*recs = buf
-				if err != nil {
-					sp.ErrorCode = errorCode(err)
-					if err == partlog.ErrOffsetOutOfRange {
-						sp.ErrorCode = kerr.OffsetOutOfRange.Code
-					}
-					anyErr = true
-				} else if n := len(buf) - n0; n > 0 {
-					sp.RecordBatches = buf[n0:len(buf):len(buf)]
-					total += n
-					remaining -= n
-				}
-			}
+			ref, n, failed := s.fetchPartition(&sp, rt.Topic, rp, remaining, total)
+			refs = append(refs, ref)
+			total += n
+			remaining -= n
+			anyErr = anyErr || failed
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp, total, anyErr
+	return resp, refs, total, anyErr
+}
+
+// fetchPartition fills sp for one requested partition and returns the
+// reference to its records (empty if none), their size, and whether sp
+// carries an error. total is the record bytes of the answer so far.
+func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic string, rp kmsg.FetchRequestTopicPartition, remaining, total int) (partlog.Ref, int, bool) {
+	part, err := s.eng.Partition(topic, rp.Partition)
+	if err != nil {
+		sp.ErrorCode = errorCode(err)
+		return partlog.Ref{}, 0, true
+	}
+	lg := part.Log()
+	if code := epochCheck(rp.CurrentLeaderEpoch, part.Epoch()); code != 0 {
+		sp.ErrorCode = code
+		return partlog.Ref{}, 0, true
+	}
+	hw := lg.HighWatermark()
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, lg.LogStartOffset()
+	if rp.FetchOffset < lg.LogStartOffset() || rp.FetchOffset > hw {
+		sp.ErrorCode = kerr.OffsetOutOfRange.Code
+		return partlog.Ref{}, 0, true
+	}
+	limit := min(int(rp.PartitionMaxBytes), remaining)
+	if rp.FetchOffset >= hw || (limit <= 0 && total > 0) {
+		return partlog.Ref{}, 0, false
+	}
+	if limit <= 0 {
+		limit = 1 // at least one whole batch
+	}
+	ref, err := lg.ReadRef(rp.FetchOffset, limit)
+	if err != nil {
+		sp.ErrorCode = errorCode(err)
+		if err == partlog.ErrOffsetOutOfRange {
+			sp.ErrorCode = kerr.OffsetOutOfRange.Code
+		}
+		return partlog.Ref{}, 0, true
+	}
+	return ref, ref.Len, false
 }
 
 // epochCheck compares a client's CurrentLeaderEpoch with ours (-1: none).

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
 // conn is one client connection. Requests are read and dispatched in order
@@ -42,8 +44,13 @@ type reply struct {
 	resp     kmsg.Response // nil: send nothing (acks=0 produce)
 	fatal    error         // close the connection instead of answering
 	// release, if set, runs once the response is written or dropped: the
-	// response may reference pooled buffers (Fetch record batches).
+	// response may reference pooled buffers or segment file ranges.
 	release func()
+	// refs, if not nil, makes resp (a *kmsg.FetchResponse) an answer whose
+	// record sets are file ranges: one entry per partition in answer
+	// order, a non-empty one replacing the partition's RecordBatches (see
+	// appendFetchResponse). release releases them.
+	refs []partlog.Ref
 }
 
 func (r *reply) finish(resp kmsg.Response) {
@@ -244,11 +251,24 @@ func (c *conn) writeReply(r *reply) bool {
 	if r.flexible {
 		buf = append(buf, 0) // empty header tags
 	}
-	buf = r.resp.AppendTo(buf)
-	*bp = buf[:0]
-	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
-	if _, err := c.nc.Write(buf); err != nil {
+	var err error
+	if fr, ok := r.resp.(*kmsg.FetchResponse); ok && r.refs != nil {
+		cp := cutsPool.Get().(*[]fileCut)
+		var cuts []fileCut
+		buf, cuts = appendFetchResponse(buf, fr, r.refs, (*cp)[:0])
+		*bp = buf[:0]
+		err = c.writePieces(buf, cuts)
+		clear(cuts) // drop the file references before pooling
+		*cp = cuts[:0]
+		cutsPool.Put(cp)
+	} else {
+		buf = r.resp.AppendTo(buf)
+		*bp = buf[:0]
+		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		_, err = c.nc.Write(buf)
+	}
+	if err != nil {
 		c.cancel()
 		_ = c.nc.Close()
 		return false

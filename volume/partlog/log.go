@@ -143,6 +143,11 @@ type Log struct {
 
 	sync syncer
 
+	// refs counts live Refs (ReadRef); segment read handles are closed by
+	// Close or, while Refs are live, by the last Release. Nothing else may
+	// close a segment's rf.
+	refs refs
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -646,7 +651,8 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64, ok bool) {
 }
 
 // Close waits for a final sync of everything appended, writes the final
-// checkpoint and closes every handle. It is idempotent; later calls return
+// checkpoint and closes every handle; segment read handles used by live
+// Refs are closed by their last Release instead. It is idempotent; later calls return
 // the first call's result. A failed or fenced log closes its handles without
 // writing anything and returns its sticky error.
 func (l *Log) Close() error {
@@ -670,16 +676,17 @@ func (l *Log) close() error {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	rfs := make([]volume.File, 0, len(l.segs))
 	for _, s := range l.segs {
 		if s.files != nil {
 			if err := s.files.close(); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		if err := s.rf.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", s.rf.Name(), err))
-		}
+		rfs = append(rfs, s.rf)
 	}
+	// Read handles may be in use by live Refs: the last Release closes them.
+	errs = append(errs, l.closeReadHandles(rfs)...)
 	if err := l.wf.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close %s: %w", l.wf.Name(), err))
 	}

@@ -1,0 +1,202 @@
+package partlog
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// Ref is a byte range of a segment file holding whole record batches, as
+// ReadRef returns it: the caller sends [Pos, Pos+Len) of File (with
+// sendfile(2) when File implements volume.Fder) and then calls Release.
+//
+// While a Ref is live, the Log keeps File open even across Close: a handle
+// closed under a sender would let the kernel reuse its descriptor number for
+// another file, and sendfile would then send that file's bytes. The bytes of
+// the range never change (they are below the high watermark, and segments
+// are append-only).
+type Ref struct {
+	File volume.File
+	Pos  int64
+	Len  int
+
+	hold *refHold // nil for an empty Ref
+}
+
+// refHold is one counted reference on a Log's read handles.
+type refHold struct {
+	l        *Log
+	released atomic.Bool
+}
+
+// Release gives the reference back. It is idempotent (copies of a Ref share
+// one reference) and a no-op on an empty Ref. After Release the range must
+// not be read.
+func (r Ref) Release() {
+	if r.hold == nil || !r.hold.released.CompareAndSwap(false, true) {
+		return
+	}
+	r.hold.l.unref()
+}
+
+// refs counts live Refs and defers closing the segment read handles until
+// the last one is released.
+type refs struct {
+	mu      sync.Mutex
+	n       int           // live references
+	closing bool          // Close has begun: no new references
+	pending []volume.File // read handles Close left to the last Release
+}
+
+// acquire takes a reference, or fails once Close has begun.
+func (l *Log) acquire() (*refHold, error) {
+	l.refs.mu.Lock()
+	defer l.refs.mu.Unlock()
+	if l.refs.closing {
+		return nil, ErrClosed
+	}
+	l.refs.n++
+	return &refHold{l: l}, nil
+}
+
+func (l *Log) unref() {
+	l.refs.mu.Lock()
+	l.refs.n--
+	if l.refs.n < 0 {
+		l.refs.mu.Unlock()
+		panic("partlog: Ref released more often than acquired")
+	}
+	var files []volume.File
+	if l.refs.n == 0 && l.refs.closing {
+		files, l.refs.pending = l.refs.pending, nil
+	}
+	l.refs.mu.Unlock()
+	for _, f := range files {
+		if err := f.Close(); err != nil {
+			l.log.V(1).Info("closing a segment read handle after the last reference failed", "segment", f.Name(), "err", err.Error())
+		}
+	}
+}
+
+// closeReadHandles closes the segments' read handles now when no Ref is
+// live, and otherwise leaves them to the last Release (their close errors
+// are then only logged: the handles are read-only in use and everything was
+// synced through the append handle). Called once, by Close.
+func (l *Log) closeReadHandles(files []volume.File) []error {
+	l.refs.mu.Lock()
+	l.refs.closing = true
+	if l.refs.n > 0 {
+		l.refs.pending = files
+		l.refs.mu.Unlock()
+		return nil
+	}
+	l.refs.mu.Unlock()
+	var errs []error
+	for _, f := range files {
+		if err := f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", f.Name(), err))
+		}
+	}
+	return errs
+}
+
+// LiveRefs returns the number of Refs not yet released (for tests and
+// diagnostics).
+func (l *Log) LiveRefs() int {
+	l.refs.mu.Lock()
+	defer l.refs.mu.Unlock()
+	return l.refs.n
+}
+
+// ReadRef is Read without the copy: it returns a reference to the same
+// bytes Read would append (whole batches starting with the batch containing
+// offset, as many as fit in maxBytes but at least one, never past the high
+// watermark, within one segment), with the same errors. offset ==
+// HighWatermark returns an empty Ref. The caller must Release a non-empty
+// Ref once it has sent it; Close does not wait for it.
+//
+// Unlike Read, ReadRef does not read the batches' bodies: it reads the
+// headers it needs to find the end (using the sparse offset index to skip
+// most of them), so an I/O error in the body shows when the range is sent.
+func (l *Log) ReadRef(offset int64, maxBytes int) (Ref, error) {
+	d, err := l.checkReadable(offset)
+	if err != nil {
+		return Ref{}, err
+	}
+	if offset == d.hw {
+		return Ref{}, nil
+	}
+	hold, err := l.acquire()
+	if err != nil {
+		return Ref{}, err
+	}
+	ref, err := l.readRef(d, offset, maxBytes)
+	if err != nil || ref.Len == 0 {
+		Ref{hold: hold}.Release()
+		return Ref{}, err
+	}
+	ref.hold = hold
+	return ref, nil
+}
+
+// readRef finds the range for ReadRef; the caller holds a reference, so
+// the segment handles stay open.
+func (l *Log) readRef(d *durableState, offset int64, maxBytes int) (Ref, error) {
+	v, err := l.viewAt(d, offset)
+	if err != nil {
+		return Ref{}, err
+	}
+	start, err := findBatch(v, offset)
+	if err != nil {
+		return Ref{}, err
+	}
+	rf := v.seg.rf
+	avail := v.limit - start
+	want := min(int64(max(maxBytes, 0)), avail)
+	if want < BatchHeaderSize {
+		want = min(BatchHeaderSize, avail)
+	}
+	end := start + want // Read's buffer end: batches must end at or before it
+
+	// Every index entry is a batch boundary; batches between start and the
+	// last entry at or before end all fit, so scanning starts there.
+	p := start
+	if i := sort.Search(len(v.offsets), func(i int) bool { return int64(v.offsets[i].pos) > end }); i > 0 {
+		if e := int64(v.offsets[i-1].pos); e > start {
+			p = e
+		}
+	}
+
+	bp := scanBufPool.Get().(*[]byte)
+	defer scanBufPool.Put(bp)
+	buf := *bp
+	bufPos, bufLen := int64(-1), 0
+	for p+BatchHeaderSize <= end {
+		if bufPos < 0 || p+BatchHeaderSize > bufPos+int64(bufLen) {
+			n := int(min(int64(len(buf)), end-p))
+			if err := readFullAt(rf, buf[:n], p); err != nil {
+				return Ref{}, fmt.Errorf("read %s at %d: %w", rf.Name(), p, err)
+			}
+			bufPos, bufLen = p, n
+		}
+		off := p - bufPos
+		h, err := ParseBatchHeader(buf[off : off+BatchHeaderSize])
+		if err != nil {
+			return Ref{}, fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, rf.Name(), p, err)
+		}
+		if p+h.Size() > end {
+			if p == start { // the first batch is bigger than maxBytes: return it whole
+				if h.Size() > avail {
+					return Ref{}, fmt.Errorf("%w: %s: batch at %d runs past end %d", ErrCorruptLog, rf.Name(), start, v.limit)
+				}
+				return Ref{File: rf, Pos: start, Len: int(h.Size())}, nil
+			}
+			break
+		}
+		p += h.Size()
+	}
+	return Ref{File: rf, Pos: start, Len: int(p - start)}, nil
+}
