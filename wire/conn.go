@@ -29,6 +29,9 @@ type conn struct {
 	cancel  context.CancelFunc
 	replies chan *reply
 
+	// readCtx ends when the connection stops reading (shutdown) or closes.
+	readCtx  context.Context
+	stopRead context.CancelFunc
 	stopOnce sync.Once
 	stopping chan struct{}
 
@@ -65,7 +68,8 @@ func (r *reply) fail(err error) {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{s: s, nc: nc, ctx: ctx, cancel: cancel,
+	readCtx, stopRead := context.WithCancel(ctx)
+	return &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, readCtx: readCtx, stopRead: stopRead,
 		replies: make(chan *reply, s.cfg.MaxInFlight), stopping: make(chan struct{})}
 }
 
@@ -74,6 +78,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
 		close(c.stopping)
+		c.stopRead()
 		_ = c.nc.SetReadDeadline(time.Now())
 	})
 }
@@ -124,17 +129,29 @@ func (c *conn) readLoop() error {
 		if size < 8 || size > c.s.cfg.MaxFrameBytes {
 			return fmt.Errorf("frame of %d bytes is outside [8, %d]", size, c.s.cfg.MaxFrameBytes)
 		}
-		// A started frame must arrive within FrameTimeout: a slow or
-		// truncated sender cannot hold a connection's goroutine forever.
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
-		buf := make([]byte, size)
-		if _, err := io.ReadFull(c.nc, buf); err != nil {
-			return fmt.Errorf("read frame body: %w", err)
+		// Frames being read and dispatched share one memory budget
+		// (queued.max.request.bytes): many clients announcing large frames
+		// wait for each other instead of exhausting the broker's memory.
+		if err := c.s.queued.Acquire(c.readCtx, int64(size)); err != nil {
+			return nil // the connection is closing
 		}
-		if err := c.dispatch(buf); err != nil {
+		err := c.readAndDispatch(int(size))
+		c.s.queued.Release(int64(size))
+		if err != nil {
 			return err
 		}
 	}
+}
+
+func (c *conn) readAndDispatch(size int) error {
+	// A started frame must arrive within FrameTimeout: a slow or
+	// truncated sender cannot hold a connection's goroutine forever.
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(c.nc, buf); err != nil {
+		return fmt.Errorf("read frame body: %w", err)
+	}
+	return c.dispatch(buf)
 }
 
 // dispatch decodes one request and starts its handler.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/kaas-dev/kaas/engine"
 )
@@ -35,6 +36,10 @@ type Config struct {
 	// IdleTimeout closes connections with no request for this long
 	// (connections.max.idle.ms). Default 10 min.
 	IdleTimeout time.Duration
+	// MaxQueuedBytes bounds the bytes of all request frames being read and
+	// dispatched at once, across connections (queued.max.request.bytes).
+	// Default 512 MiB; never below MaxFrameBytes.
+	MaxQueuedBytes int64
 	// MaxInFlight bounds requests being processed per connection.
 	MaxInFlight int
 	// MetadataWait bounds how long Metadata waits for auto-created topics.
@@ -52,8 +57,10 @@ type Server struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[*conn]struct{}
-	wg    sync.WaitGroup
-	quit  chan struct{}
+	// queued is the memory budget of request frames (MaxQueuedBytes).
+	queued *semaphore.Weighted
+	wg     sync.WaitGroup
+	quit   chan struct{}
 }
 
 // NewServer returns a server; Serve starts it.
@@ -67,6 +74,10 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
+	if cfg.MaxQueuedBytes <= 0 {
+		cfg.MaxQueuedBytes = 512 << 20
+	}
+	cfg.MaxQueuedBytes = max(cfg.MaxQueuedBytes, int64(cfg.MaxFrameBytes))
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 32
 	}
@@ -82,7 +93,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("advertised port %q: %w", portS, err)
 	}
 	return &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, host: host, port: int32(port),
-		conns: map[*conn]struct{}{}, quit: make(chan struct{})}, nil
+		conns: map[*conn]struct{}{}, quit: make(chan struct{}), queued: semaphore.NewWeighted(cfg.MaxQueuedBytes)}, nil
 }
 
 // Serve accepts connections on ln until Shutdown.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -871,4 +872,38 @@ func TestShutdownWithPendingLongPoll(t *testing.T) {
 	case <-time.After(ioTimeout): // a hang guard, not a timing assertion
 		t.Fatal("Shutdown with an expired context did not return while a fetch long-polled")
 	}
+}
+
+// TestQueuedBytesBudget: frames share one memory budget. While one client
+// holds the whole budget with a frame it has not finished sending, another
+// client's request waits (the broker allocates nothing beyond the budget);
+// once the first frame is given up, the other request is served.
+func TestQueuedBytesBudget(t *testing.T) {
+	b := startBroker(t, func(c *Config) {
+		c.FrameTimeout = time.Minute
+		c.MaxFrameBytes = 1 << 20
+		c.MaxQueuedBytes = 1 << 20
+	})
+	hog := b.dial(t)
+	hog.write(append(sizePrefix(1<<20), make([]byte, 10)...)) // takes the whole budget
+	b.checkServingBudgetHeld(t, hog)
+}
+
+// checkServingBudgetHeld shows a request waiting while hog holds the budget,
+// then answered once hog goes away.
+func (b *testBroker) checkServingBudgetHeld(t *testing.T, hog *rawConn) {
+	t.Helper()
+	other := b.dial(t)
+	corr := other.send(kmsg.NewPtrApiVersionsRequest())
+	_ = other.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	var one [1]byte
+	if n, err := other.nc.Read(one[:]); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a request was answered (%d bytes, %v) while another frame held the whole budget", n, err)
+	}
+	_ = hog.nc.Close() // the budget comes back when the broker gives the frame up
+	resp := other.read(kmsg.NewPtrApiVersionsRequest(), corr).(*kmsg.ApiVersionsResponse)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("ApiVersions once the budget was back: error %d", resp.ErrorCode)
+	}
+	b.checkServing(t)
 }

@@ -37,6 +37,7 @@ type options struct {
 	id, defaultPartitions, verbosity                                    int
 	autoCreate                                                          bool
 	maxRequestBytes                                                     int
+	maxQueuedBytes                                                      int64
 	shutdownTimeout                                                     time.Duration
 }
 
@@ -69,6 +70,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.autoCreate, "auto-create-topics", envOr("KAAS_AUTO_CREATE_TOPICS", "true") == "true", "create unknown topics on Metadata and Produce (KAAS_AUTO_CREATE_TOPICS)")
 	fs.IntVar(&o.defaultPartitions, "default-partitions", envInt("KAAS_DEFAULT_PARTITIONS", 1), "partitions of auto-created topics (KAAS_DEFAULT_PARTITIONS)")
 	fs.IntVar(&o.maxRequestBytes, "max-request-bytes", envInt("KAAS_MAX_REQUEST_BYTES", 100<<20), "largest request frame accepted (socket.request.max.bytes)")
+	fs.Int64Var(&o.maxQueuedBytes, "max-queued-request-bytes", int64(envInt("KAAS_MAX_QUEUED_REQUEST_BYTES", 512<<20)), "memory budget shared by all request frames being read (queued.max.request.bytes)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
 	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
 	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail volume operations, OP:GLOB:ERRNO[:COUNT[:after]],... (KAAS_INJECT_FAULTS)")
@@ -144,7 +146,7 @@ func run(o options, log logr.Logger) error {
 		advertise = advertisedFrom(ln.Addr().(*net.TCPAddr))
 	}
 	srv, err := wire.NewServer(wire.Config{Engine: eng, Logger: log.WithName("wire"), Advertise: advertise,
-		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes)})
+		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes), MaxQueuedBytes: o.maxQueuedBytes})
 	if err != nil {
 		return err
 	}
