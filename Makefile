@@ -8,7 +8,7 @@
 #   make specs-clients  only Label("clients")
 #   make specs-chaos    only Label("chaos")
 #   make run            run a broker on 127.0.0.1:9092 (admin 127.0.0.1:9644)
-#   make bench          Go benchmarks + cmd/kaasbench
+#   make bench          Go benchmarks, then kaas vs kfake vs disk with cmd/kaasbench (.ci/bench)
 #   make lint           gofmt -l must be empty, go vet
 #
 # Extra Ginkgo flags: make specs GINKGO_FLAGS='-ginkgo.focus=kcat'
@@ -56,7 +56,7 @@ run:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
-	$(GO) run ./cmd/kaasbench $(BENCH_ARGS)
+	bash .ci/bench $(BENCH_ARGS)
 
 lint: fmt-check vet
 
