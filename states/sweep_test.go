@@ -188,15 +188,6 @@ func checkTopicDeleted(t *testing.T, fsys volume.FS, rec *states.Record, _ *run)
 	}
 }
 
-func definitionOf(kind string) states.Definition {
-	for _, d := range states.Machines {
-		if d.Kind == kind {
-			return d
-		}
-	}
-	panic("no machine " + kind)
-}
-
 // newSweepVolume returns a fresh memfs with the scenario's setup applied.
 func newSweepVolume(t *testing.T, sc sweepScenario) *memfs.FS {
 	t.Helper()
@@ -306,8 +297,7 @@ func TestCrashSweep(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%s: %d mutating ops, %d crash points covered", def.Kind, n, covered)
-			t.Log(fmt.Sprintf("crash sweep %s: %d crash points (%d mutating ops x before/after)", def.Kind, covered, n))
+			t.Logf("crash sweep %s: %d crash points (%d mutating ops x before/after)", def.Kind, covered, n)
 			fmt.Printf("crash sweep %s: %d crash points covered\n", def.Kind, covered)
 			total += covered
 		})

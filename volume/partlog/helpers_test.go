@@ -1,9 +1,7 @@
 package partlog
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -210,7 +208,3 @@ func appendRaw(t testing.TB, fsys volume.FS, name string, data []byte) {
 		t.Fatal(err)
 	}
 }
-
-func equalBytes(a, b []byte) bool { return bytes.Equal(a, b) }
-
-var errInjected = errors.New("injected")
