@@ -9,7 +9,7 @@
 #   make specs-chaos    only Label("chaos")
 #   make run            run a broker on 127.0.0.1:9092 (admin 127.0.0.1:9644)
 #   make bench          Go benchmarks, then kaas vs kfake vs disk with cmd/kaasbench (.ci/bench)
-#   make lint           gofmt -l must be empty, go vet
+#   make lint           gofmt -l must be empty, go vet, staticcheck
 #
 # Extra Ginkgo flags: make specs GINKGO_FLAGS='-ginkgo.focus=kcat'
 
@@ -19,11 +19,12 @@ SPECS_TIMEOUT ?= 60m
 GINKGO_FLAGS  ?=
 RUN_ARGS      ?= --data /tmp/kaas-dev-data --listen 127.0.0.1:9092 --admin 127.0.0.1:9644 --auto-create-topics=true
 BENCH_ARGS    ?=
+STATICCHECK_VERSION ?= v0.8.2
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-fast specs-clients specs-chaos run bench lint fmt-check vet clean
+.PHONY: all build test unit specs specs-fast specs-clients specs-chaos run bench lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -58,7 +59,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 	bash .ci/bench $(BENCH_ARGS)
 
-lint: fmt-check vet
+lint: fmt-check vet staticcheck
 
 fmt-check:
 	@out="$$(gofmt -l $$(find . -name '*.go' -not -path './$(BIN)/*'))"; \
@@ -67,6 +68,10 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+# staticcheck at a pinned version, fetched through the Go module proxy.
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 clean:
 	rm -rf $(BIN)
