@@ -2,11 +2,11 @@ package engine
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
-	"github.com/go-logr/logr"
 	"sync"
+
+	"github.com/go-logr/logr"
 
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/partlog"
