@@ -393,7 +393,7 @@ func (e *Engine) openPartition(spec TopicSpec, index int32, rec *states.Record) 
 	}
 	rec.Epoch = epoch
 	p := &Partition{Topic: spec.Name, Index: index, TopicID: spec.ID, fsys: e.fsys, dir: dir, log: lg,
-		producers: ps, onChange: e.broadcast, onFailure: e.partitionFailed,
+		producers: ps, onFailure: e.partitionFailed,
 		logger: e.log.WithValues("topic", spec.Name, "partition", index)}
 	e.log.V(1).Info("partition recovered", "topic", spec.Name, "partition", index, "epoch", epoch,
 		"logStart", lg.LogStartOffset(), "logEnd", lg.LogEndOffset(), "openTime", opened,
@@ -510,8 +510,9 @@ func (e *Engine) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// broadcast wakes everything waiting for a change (long-poll fetches,
-// waits for serving or deleted topics).
+// broadcast wakes everything waiting for a routing change (topics and
+// partitions appearing or going, waits for serving or deleted topics).
+// New data wakes only the fetches watching its partition (Partition.Watch).
 func (e *Engine) broadcast() {
 	e.changeMu.Lock()
 	close(e.changeCh)
@@ -519,7 +520,7 @@ func (e *Engine) broadcast() {
 	e.changeMu.Unlock()
 }
 
-// Changed returns a channel closed at the next change.
+// Changed returns a channel closed at the next routing change.
 func (e *Engine) Changed() <-chan struct{} {
 	e.changeMu.Lock()
 	defer e.changeMu.Unlock()

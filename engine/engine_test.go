@@ -455,3 +455,40 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchersHearOnlyTheirPartition: a produce wakes the watchers of its
+// partition (before Produce returns), not those of another partition, and
+// an unwatched channel hears nothing more.
+func TestWatchersHearOnlyTheirPartition(t *testing.T) {
+	ctx := safety(t)
+	e := startEngine(t, memfs.New())
+	if _, err := e.CreateTopic(CreateTopicRequest{Name: "w", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	mustServing(t, ctx, e.Engine, "w")
+	p0, p1 := mustPartition(t, e.Engine, "w", 0), mustPartition(t, e.Engine, "w", 1)
+	heard := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch0, ch1 := make(chan struct{}, 1), make(chan struct{}, 1)
+	p0.Watch(ch0)
+	p1.Watch(ch1)
+	if _, err := p0.Produce(ctx, partlogtest.MakeBatch(1, 8, 1, -1, -1, -1)); err != nil {
+		t.Fatal(err)
+	}
+	if !heard(ch0) || heard(ch1) {
+		t.Fatal("a produce to partition 0 must wake its watcher and only its")
+	}
+	p0.Unwatch(ch0)
+	if _, err := p0.Produce(ctx, partlogtest.MakeBatch(1, 8, 2, -1, -1, -1)); err != nil {
+		t.Fatal(err)
+	}
+	if heard(ch0) {
+		t.Fatal("an unwatched channel was told")
+	}
+}

@@ -22,8 +22,10 @@ type Partition struct {
 	fsys volume.FS
 	dir  string
 	log  *partlog.Log
-	// onChange is told whenever the high watermark may have moved.
-	onChange func()
+	// watchers are told (non-blocking send) whenever the high watermark
+	// may have moved: long-poll fetches waiting for data of this partition.
+	watchMu  sync.Mutex
+	watchers map[chan<- struct{}]struct{}
 	// onFailure is told when the log refuses writes for good.
 	onFailure func(*Partition)
 
@@ -115,10 +117,40 @@ func (p *Partition) Sync(ctx context.Context, offset int64) error {
 	if err != nil && p.log.Err() != nil && p.onFailure != nil {
 		p.onFailure(p)
 	}
-	if err == nil && p.onChange != nil {
-		p.onChange()
+	if err == nil {
+		p.notifyWatchers()
 	}
 	return err
+}
+
+// Watch asks for a non-blocking send on ch whenever the high watermark may
+// have moved, until Unwatch. ch should have a buffer of one: a waiter that
+// has not looked yet still learns that something changed.
+func (p *Partition) Watch(ch chan<- struct{}) {
+	p.watchMu.Lock()
+	if p.watchers == nil {
+		p.watchers = map[chan<- struct{}]struct{}{}
+	}
+	p.watchers[ch] = struct{}{}
+	p.watchMu.Unlock()
+}
+
+// Unwatch stops the sends Watch asked for.
+func (p *Partition) Unwatch(ch chan<- struct{}) {
+	p.watchMu.Lock()
+	delete(p.watchers, ch)
+	p.watchMu.Unlock()
+}
+
+func (p *Partition) notifyWatchers() {
+	p.watchMu.Lock()
+	for ch := range p.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.watchMu.Unlock()
 }
 
 // Produce appends one batch and waits for it to be durable.
@@ -150,5 +182,6 @@ func (p *Partition) close() error {
 	if err := p.log.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close log %s/%d: %w", p.Topic, p.Index, err))
 	}
+	p.notifyWatchers() // waiting fetches look again and find it gone
 	return errors.Join(errs...)
 }

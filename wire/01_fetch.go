@@ -24,11 +24,13 @@ package wire
 // * v12: flexible
 
 import (
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
@@ -38,12 +40,16 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 		wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 		deadline := time.Now().Add(wait)
 		var refs []partlog.Ref
+		// New data wakes this fetch only through the partitions it asked
+		// for; routing changes through the engine.
+		w := &fetchWatch{wake: make(chan struct{}, 1)}
+		defer w.stop()
 		for {
 			changed := c.s.eng.Changed()
 			var resp *kmsg.FetchResponse
 			var n int
 			var errs bool
-			resp, refs, n, errs = c.s.fetchOnce(req, refs[:0])
+			resp, refs, n, errs = c.s.fetchOnce(req, refs[:0], w)
 			left := time.Until(deadline)
 			if n >= int(req.MinBytes) || errs || left <= 0 {
 				// The writer sends the refs' file ranges, then releases them
@@ -58,6 +64,7 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 			t := time.NewTimer(left)
 			select {
 			case <-changed:
+			case <-w.wake:
 			case <-t.C:
 			case <-c.ctx.Done():
 				// The connection's writer has failed: nothing will be
@@ -69,6 +76,28 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 			t.Stop()
 		}
 	})
+}
+
+// fetchWatch is one long-poll fetch's registration with the partitions it
+// reads. It registers before reading a partition's high watermark, so an
+// append that lands after the read still wakes it.
+type fetchWatch struct {
+	wake    chan struct{}
+	watched []*engine.Partition
+}
+
+func (w *fetchWatch) add(p *engine.Partition) {
+	if w == nil || slices.Contains(w.watched, p) {
+		return
+	}
+	p.Watch(w.wake)
+	w.watched = append(w.watched, p)
+}
+
+func (w *fetchWatch) stop() {
+	for _, p := range w.watched {
+		p.Unwatch(w.wake)
+	}
 }
 
 // releaseRefs releases every ref (empty ones are no-ops) and clears them.
@@ -85,7 +114,7 @@ func releaseRefs(refs []partlog.Ref) {
 // writer sends with sendfile where it can (appendFetchResponse, writePieces)
 // and then releases. It reports the bytes of records in the answer and
 // whether any partition carries an error (answered at once, like Kafka).
-func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref) (*kmsg.FetchResponse, []partlog.Ref, int, bool) {
+func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchWatch) (*kmsg.FetchResponse, []partlog.Ref, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	remaining := int(req.MaxBytes)
 	if req.Version < 3 || remaining <= 0 {
@@ -104,7 +133,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref) (*kmsg.Fe
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-			ref, n, failed := s.fetchPartition(&sp, rt.Topic, rp, remaining, total)
+			ref, n, failed := s.fetchPartition(&sp, rt.Topic, rp, remaining, total, w)
 			refs = append(refs, ref)
 			total += n
 			remaining -= n
@@ -119,12 +148,13 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref) (*kmsg.Fe
 // fetchPartition fills sp for one requested partition and returns the
 // reference to its records (empty if none), their size, and whether sp
 // carries an error. total is the record bytes of the answer so far.
-func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic string, rp kmsg.FetchRequestTopicPartition, remaining, total int) (partlog.Ref, int, bool) {
+func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic string, rp kmsg.FetchRequestTopicPartition, remaining, total int, w *fetchWatch) (partlog.Ref, int, bool) {
 	part, err := s.eng.Partition(topic, rp.Partition)
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		return partlog.Ref{}, 0, true
 	}
+	w.add(part)
 	lg := part.Log()
 	if code := epochCheck(rp.CurrentLeaderEpoch, part.Epoch()); code != 0 {
 		sp.ErrorCode = code
