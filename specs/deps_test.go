@@ -4,7 +4,7 @@ package specs
 //
 //	volume/...  ->  (no other kaas package)
 //	states      ->  volume/...
-//	engine      ->  states, volume/...
+//	engine      ->  engine/... (its own subtree), states, volume/...
 //	wire        ->  engine, states, volume/...
 //
 // and nothing in those layers may depend (outside _test files) on the test
@@ -40,7 +40,7 @@ type layerRule struct {
 var layerRules = []layerRule{
 	{"volume", []string{"volume"}},
 	{"states", []string{"volume"}},
-	{"engine", []string{"states", "volume"}},
+	{"engine", []string{"engine", "states", "volume"}},
 	{"wire", []string{"engine", "states", "volume"}},
 }
 
@@ -168,7 +168,8 @@ func TestDependencyCheckerCatches(t *testing.T) {
 		k("volume/memfs"):    {k("volume")},
 		k("volume/faultfs"):  {k("volume"), k("volume/memfs")},
 		k("states"):          {k("volume"), "github.com/looplab/fsm"},
-		k("engine"):          {k("states"), k("volume"), k("volume/partlog")},
+		k("engine"):          {k("states"), k("volume"), k("volume/partlog"), k("engine/cluster")},
+		k("engine/cluster"):  {k("volume"), "github.com/go-logr/logr"},
 		k("wire"):            {k("engine"), k("states"), k("volume"), k("volume/partlog"), "github.com/twmb/franz-go/pkg/kmsg"},
 		k("cmd/kaas-broker"): {k("wire"), k("engine"), k("volume/memfs"), "k8s.io/client-go/kubernetes"},
 		k("specs"):           {k("volume/faultfs"), "sigs.k8s.io/yaml"},
@@ -187,6 +188,8 @@ func TestDependencyCheckerCatches(t *testing.T) {
 		{"states imports engine", "states", k("engine"), "states depends on engine"},
 		{"states imports wire", "states", k("wire"), "states depends on wire"},
 		{"engine imports wire", "engine", k("wire"), "engine depends on wire"},
+		{"engine/cluster imports wire", "engine/cluster", k("wire"), "engine/cluster depends on wire"},
+		{"engine/cluster imports memfs", "engine/cluster", k("volume/memfs"), "only _test files"},
 		{"engine imports cmd", "engine", k("cmd/kaasctl"), "engine depends on cmd/kaasctl"},
 		{"wire imports cmd", "wire", k("cmd/kaas-broker"), "wire depends on cmd/kaas-broker"},
 		{"wire imports specs", "wire", k("specs"), "wire depends on specs"},

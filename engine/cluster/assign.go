@@ -1,0 +1,221 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"path"
+	"slices"
+	"sync"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// weight is the rendezvous (highest-random-weight) score of broker for a
+// partition: FNV-1a over (topic ID, 0, partition, broker), then the
+// splitmix64 finaliser so that nearby inputs spread. It is a fixed function
+// of its inputs on every host and Go version (no per-process hash seed), so
+// every broker computes the same owner.
+func weight(topicID string, partition, broker int32) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(topicID))
+	var b [9]byte
+	binary.BigEndian.PutUint32(b[1:5], uint32(partition))
+	binary.BigEndian.PutUint32(b[5:9], uint32(broker))
+	_, _ = h.Write(b[:])
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// Assign selects the broker for (topicID, partition) by rendezvous hashing
+// over the sorted eligible brokers (DESIGN.md §5): the one with the highest
+// weight wins, ties going to the lower ID. When a broker leaves, only the
+// partitions it held move; when one joins, only the partitions it now wins
+// move to it. If zone is not empty and some live broker is in it, only
+// those are eligible; otherwise all are. It returns -1 when live is empty.
+// The result does not depend on the order of live.
+func Assign(topicID string, partition int32, live []LiveBroker, zone string) int32 {
+	inZone := zone != "" && slices.ContainsFunc(live, func(b LiveBroker) bool { return b.Zone == zone })
+	best, bestW := int32(-1), uint64(0)
+	for _, b := range live {
+		if inZone && b.Zone != zone {
+			continue
+		}
+		w := weight(topicID, partition, b.ID)
+		if best < 0 || w > bestW || (w == bestW && b.ID < best) {
+			best, bestW = b.ID, w
+		}
+	}
+	return best
+}
+
+// Topic is a topic to assign, identified by its topic ID (a topic deleted
+// and recreated under the same name has a new ID: DESIGN.md §1 rule 4).
+type Topic struct {
+	ID         string
+	Partitions int32
+}
+
+// PartitionOwner is one partition's entry in the assignment.
+type PartitionOwner struct {
+	// Broker owns (is the sole writer of) the partition; -1 if no broker is
+	// live.
+	Broker int32 `json:"broker"`
+	// LeaderEpoch grows by one exactly when Broker changes. The owner
+	// writes the partition's fence at this epoch before reading its tail.
+	LeaderEpoch int32 `json:"leaderEpoch"`
+}
+
+// Assignment is the content of <cluster>/assignment.json. Only the
+// controller writes it, stamped with its controller epoch.
+type Assignment struct {
+	ControllerEpoch int32 `json:"controllerEpoch"`
+	// Topics maps a topic ID to its partitions' owners, by partition index.
+	Topics map[string][]PartitionOwner `json:"topics"`
+}
+
+// Owner returns the owner of a partition.
+func (a *Assignment) Owner(topicID string, partition int32) (PartitionOwner, bool) {
+	ps := a.Topics[topicID]
+	if partition < 0 || int(partition) >= len(ps) {
+		return PartitionOwner{}, false
+	}
+	return ps[partition], true
+}
+
+// ErrStaleController says an assignment (or a controller about to write
+// one) is older than a controller epoch already seen.
+var ErrStaleController = errors.New("assignment from an older controller epoch")
+
+// NextAssignment computes the assignment the controller at controllerEpoch
+// writes, given the previous one (nil if none), every existing topic, and
+// the live brokers. Owners come from Assign with no zone: a partition has
+// one writer whatever zone its clients are in. A partition keeps its leader
+// epoch while its owner stays and gets the previous epoch plus one when the
+// owner changes (also to or from -1); a new partition starts at epoch 0.
+//
+// topics must be the complete list: a topic missing from it is released
+// and forgotten, so leaving out one that still exists would restart its
+// epochs. A controllerEpoch below prev's is refused with ErrStaleController.
+// The same inputs always give the same result.
+func NextAssignment(prev *Assignment, topics []Topic, live []LiveBroker, controllerEpoch int32) (*Assignment, error) {
+	if prev != nil && controllerEpoch < prev.ControllerEpoch {
+		return nil, fmt.Errorf("controller epoch %d, previous assignment has %d: %w", controllerEpoch, prev.ControllerEpoch, ErrStaleController)
+	}
+	next := &Assignment{ControllerEpoch: controllerEpoch, Topics: make(map[string][]PartitionOwner, len(topics))}
+	for _, t := range topics {
+		if t.Partitions < 0 {
+			return nil, fmt.Errorf("topic %s: negative partition count %d", t.ID, t.Partitions)
+		}
+		var old []PartitionOwner
+		if prev != nil {
+			old = prev.Topics[t.ID]
+		}
+		ps := make([]PartitionOwner, t.Partitions)
+		for p := range t.Partitions {
+			owner := Assign(t.ID, p, live, "")
+			switch {
+			case int(p) >= len(old):
+				ps[p] = PartitionOwner{Broker: owner}
+			case old[p].Broker == owner:
+				ps[p] = old[p]
+			default:
+				ps[p] = PartitionOwner{Broker: owner, LeaderEpoch: old[p].LeaderEpoch + 1}
+			}
+		}
+		next.Topics[t.ID] = ps
+	}
+	return next, nil
+}
+
+// AssignmentPath is the assignment file.
+func AssignmentPath(clusterDir string) string { return path.Join(clusterDir, AssignmentFile) }
+
+// WriteAssignment replaces the assignment file atomically. Only the
+// controller calls it, after Elector.Verify. An error may mean the file was
+// replaced anyway; the controller re-reads and re-drives it.
+func WriteAssignment(fsys volume.FS, clusterDir string, a *Assignment) error {
+	if a.ControllerEpoch <= 0 {
+		return fmt.Errorf("write assignment: controller epoch %d", a.ControllerEpoch)
+	}
+	b, err := json.Marshal(a) // map keys sorted: same assignment, same bytes
+	if err != nil {
+		return fmt.Errorf("write assignment: %w", err)
+	}
+	if err := writeAtomicMkdir(fsys, AssignmentPath(clusterDir), b); err != nil {
+		return fmt.Errorf("write assignment: %w", err)
+	}
+	return nil
+}
+
+// ReadAssignment reads the assignment file through Open, retrying a
+// transient ENOENT or ESTALE. If no controller has written it yet the error
+// satisfies errors.Is(err, fs.ErrNotExist).
+func ReadAssignment(fsys volume.FS, clusterDir string) (*Assignment, error) {
+	b, err := readKnown(fsys, AssignmentPath(clusterDir))
+	if err != nil {
+		return nil, fmt.Errorf("read assignment: %w", err)
+	}
+	var a Assignment
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, fmt.Errorf("read assignment: %w", err)
+	}
+	return &a, nil
+}
+
+// AssignmentReader reads the assignment for a broker and refuses one older
+// than the highest controller epoch it has seen, in an assignment or from
+// the Elector: a deposed controller's late write lands where nobody obeys
+// it, and the current controller overwrites it on its next round.
+// It is safe for concurrent use.
+type AssignmentReader struct {
+	fsys       volume.FS
+	clusterDir string
+
+	mu      sync.Mutex
+	highest int32
+}
+
+// NewAssignmentReader returns a reader that has seen no controller epoch.
+func NewAssignmentReader(fsys volume.FS, clusterDir string) *AssignmentReader {
+	return &AssignmentReader{fsys: fsys, clusterDir: clusterDir}
+}
+
+// ObserveControllerEpoch records a controller epoch seen elsewhere, such as
+// Elector.Current.
+func (r *AssignmentReader) ObserveControllerEpoch(epoch int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.highest = max(r.highest, epoch)
+}
+
+// HighestControllerEpoch returns the highest controller epoch seen.
+func (r *AssignmentReader) HighestControllerEpoch() int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.highest
+}
+
+// Read reads the assignment file. One older than the highest controller
+// epoch seen is refused with an error satisfying
+// errors.Is(err, ErrStaleController); the caller keeps what it had.
+func (r *AssignmentReader) Read() (*Assignment, error) {
+	a, err := ReadAssignment(r.fsys, r.clusterDir)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.ControllerEpoch < r.highest {
+		return nil, fmt.Errorf("assignment at controller epoch %d, %d seen: %w", a.ControllerEpoch, r.highest, ErrStaleController)
+	}
+	r.highest = a.ControllerEpoch
+	return a, nil
+}

@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// Heartbeat is the content of <cluster>/brokers/<id>.json. Only broker
+// BrokerID writes it, always whole (volume.WriteFileAtomic). Nothing in it is
+// a timestamp: liveness is decided by the Counter advancing, as seen on the
+// observer's own clock (DESIGN.md §2).
+type Heartbeat struct {
+	BrokerID int32 `json:"brokerId"`
+	// Counter grows by at least one with every write by one incarnation.
+	Counter   uint64 `json:"counter"`
+	KafkaAddr string `json:"kafkaAddr"`
+	AdminAddr string `json:"adminAddr,omitempty"`
+	Zone      string `json:"zone,omitempty"`
+	// Incarnation is unique per process start (a UUID). A new incarnation
+	// may restart its counter; an observer counts the change as progress.
+	Incarnation string `json:"incarnation"`
+	// Leaving is set by a broker that is shutting down (SIGTERM): observers
+	// treat it as not live at once, so the controller reassigns its
+	// partitions without waiting out the lease.
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+func (h Heartbeat) validate() error {
+	switch {
+	case h.BrokerID < 0:
+		return fmt.Errorf("heartbeat: negative broker id %d", h.BrokerID)
+	case h.Incarnation == "":
+		return fmt.Errorf("heartbeat of broker %d: empty incarnation", h.BrokerID)
+	}
+	return nil
+}
+
+// HeartbeatPath is the heartbeat file of broker id.
+func HeartbeatPath(clusterDir string, id int32) string {
+	return path.Join(clusterDir, BrokersDir, strconv.FormatInt(int64(id), 10)+".json")
+}
+
+// WriteHeartbeat replaces broker hb.BrokerID's heartbeat file atomically,
+// creating the brokers directory if it is missing. Only that broker calls
+// it. An error may mean the new file is in place anyway (see
+// volume.WriteFileAtomic); the next beat, with a higher counter, converges.
+func WriteHeartbeat(fsys volume.FS, clusterDir string, hb Heartbeat) error {
+	if err := hb.validate(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(hb)
+	if err != nil {
+		return fmt.Errorf("heartbeat of broker %d: %w", hb.BrokerID, err)
+	}
+	if err := writeAtomicMkdir(fsys, HeartbeatPath(clusterDir, hb.BrokerID), b); err != nil {
+		return fmt.Errorf("heartbeat of broker %d: %w", hb.BrokerID, err)
+	}
+	return nil
+}
+
+// ReadHeartbeats reads every broker's heartbeat. The listing only names the
+// files; each is read through Open, so its contents are fresh
+// (close-to-open), and an ENOENT or ESTALE on a listed file is retried a few
+// times. A file still missing after that is skipped (the listing was stale);
+// temp files, other names, and files that do not parse or whose broker ID
+// does not match their name are skipped.
+//
+// The heartbeats returned are valid even when err is not nil: err joins the
+// files that could not be read for another reason (EIO, lasting ESTALE), so
+// the caller can observe what it read and still report the rest. A missing
+// brokers directory means no broker has ever beaten: nil, nil.
+func ReadHeartbeats(fsys volume.FS, clusterDir string) ([]Heartbeat, error) {
+	dir := path.Join(clusterDir, BrokersDir)
+	ents, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read heartbeats: %w", err)
+	}
+	var (
+		out  []Heartbeat
+		errs []error
+	)
+	for _, e := range ents {
+		id, ok := parseNumbered(e.Name())
+		if !ok || e.IsDir() {
+			continue
+		}
+		b, err := readKnown(fsys, path.Join(dir, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var hb Heartbeat
+		if json.Unmarshal(b, &hb) != nil || hb.BrokerID != id || hb.validate() != nil {
+			continue // torn or foreign: not a heartbeat of this broker
+		}
+		out = append(out, hb)
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("read heartbeats: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// Heartbeater writes one broker's heartbeats, each with a higher counter.
+// It is safe for concurrent use.
+type Heartbeater struct {
+	fsys       volume.FS
+	clusterDir string
+
+	mu    sync.Mutex
+	hb    Heartbeat
+	swept bool
+}
+
+// NewHeartbeater returns a Heartbeater for hb's broker; hb.Counter is the
+// counter of the last beat (normally 0). It writes nothing until Beat.
+func NewHeartbeater(fsys volume.FS, clusterDir string, hb Heartbeat) *Heartbeater {
+	return &Heartbeater{fsys: fsys, clusterDir: clusterDir, hb: hb}
+}
+
+// Beat increments the counter and writes the heartbeat. The first Beat also
+// removes temp files an earlier incarnation of this broker left behind
+// (a crash between WriteFileAtomic's create and rename), best effort.
+func (h *Heartbeater) Beat() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.beatLocked()
+}
+
+// Leave writes a last heartbeat marked Leaving, so that observers treat the
+// broker as gone at once. Later Beats keep the mark.
+func (h *Heartbeater) Leave() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hb.Leaving = true
+	return h.beatLocked()
+}
+
+// Last returns the heartbeat most recently attempted.
+func (h *Heartbeater) Last() Heartbeat {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hb
+}
+
+func (h *Heartbeater) beatLocked() error {
+	if !h.swept {
+		h.sweepTemps()
+		h.swept = true
+	}
+	// The counter grows even if the write fails: a failed write may have
+	// landed, and a counter must never be written twice with two meanings.
+	h.hb.Counter++
+	return WriteHeartbeat(h.fsys, h.clusterDir, h.hb)
+}
+
+// sweepTemps removes this broker's leftover heartbeat temp files. Only this
+// broker writes its heartbeat, so only it may remove them.
+func (h *Heartbeater) sweepTemps() {
+	dir := path.Join(h.clusterDir, BrokersDir)
+	ents, err := h.fsys.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := "." + path.Base(HeartbeatPath(h.clusterDir, h.hb.BrokerID)) + ".tmp-"
+	for _, e := range ents {
+		if volume.IsTempName(e.Name()) && strings.HasPrefix(e.Name(), prefix) {
+			_ = h.fsys.Remove(path.Join(dir, e.Name()))
+		}
+	}
+}
