@@ -105,11 +105,38 @@ func TestSegmentNames(t *testing.T) {
 		{"00000000000000001234-e017.log", 0, 0, false},
 		{".00000000000000001234-e17.log.tmp-0123456789abcdef", 0, 0, false},
 		{"manifest.json", 0, 0, false},
+		{"manifest-e3.json", 0, 0, false},
 	}
 	for _, tt := range tests {
 		base, epoch, ok := parseSegmentName(tt.name)
 		if ok != tt.ok || (ok && (base != tt.base || epoch != tt.epoch)) {
 			t.Errorf("parseSegmentName(%q) = %d, %d, %v; want %d, %d, %v", tt.name, base, epoch, ok, tt.base, tt.epoch, tt.ok)
+		}
+	}
+}
+
+func TestManifestNames(t *testing.T) {
+	tests := []struct {
+		name  string
+		epoch int32
+		ok    bool
+	}{
+		{"manifest-e0.json", 0, true},
+		{"manifest-e17.json", 17, true},
+		{manifestName(1<<31 - 1), 1<<31 - 1, true},
+		{"manifest.json", 0, false},
+		{"manifest-e017.json", 0, false},
+		{"manifest-e-1.json", 0, false},
+		{"manifest-e+1.json", 0, false},
+		{"manifest-e1.json.tmp", 0, false},
+		{"manifest-e1.jsonx", 0, false},
+		{".manifest-e1.json.tmp-0123456789abcdef", 0, false},
+		{"00000000000000001234-e17.log", 0, false},
+	}
+	for _, tt := range tests {
+		epoch, ok := parseManifestName(tt.name)
+		if ok != tt.ok || (ok && epoch != tt.epoch) {
+			t.Errorf("parseManifestName(%q) = %d, %v; want %d, %v", tt.name, epoch, ok, tt.epoch, tt.ok)
 		}
 	}
 }

@@ -35,7 +35,9 @@ func Inspect(fsys volume.FS, dir string) (Info, error) {
 		return info, err
 	}
 	info.Epoch = epoch
-	m, err := readManifest(fsys, dir)
+	// The manifest recovery would use: the highest writer epoch's (the
+	// fence holder's opened directly, the listing may be stale).
+	m, err := readManifest(fsys, dir, epoch)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return info, fmt.Errorf("inspect %s: %w", dir, err)
 	}

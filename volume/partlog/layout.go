@@ -10,7 +10,9 @@ import (
 // writes is built from, and parsed back with, the format strings below.
 //
 //	<dir>/fence                               the writer's leader epoch, decimal, written atomically
-//	<dir>/manifest.json                       segment list, epoch history, checkpoint (written atomically)
+//	<dir>/manifest-e<epoch>.json              segment list, epoch history, checkpoint, written atomically
+//	                                          by the writer of that epoch only
+//	<dir>/manifest.json                       legacy single manifest: read (adopted) and then removed
 //	<dir>/<base:%020d>-e<epoch>.log           segment: RecordBatch v2 bytes, back to back
 //	<dir>/<base:%020d>-e<epoch>.index         sparse offset index, indexEntrySize-byte entries
 //	<dir>/<base:%020d>-e<epoch>.timeindex     sparse time index, timeIndexEntrySize-byte entries
@@ -19,11 +21,22 @@ import (
 // it. A new leader never appends to a segment created under another epoch, so
 // late writes of a fenced writer land beyond the sealed end recorded in the
 // manifest, where nobody reads.
+//
+// The epoch in a manifest name is the epoch of its writer, and each writer
+// writes (replaces) only its own epoch's manifest, so a fenced writer whose
+// manifest write lands late can never replace a newer writer's manifest: it
+// only rewrites a file recovery no longer chooses (the highest epoch wins).
 const (
 	// fenceName holds the leader epoch of the partition's current writer.
 	fenceName = "fence"
-	// manifestName is the partition's manifest, replaced with WriteFileAtomic.
-	manifestName = "manifest.json"
+	// manifestFormat names the manifest written by one epoch's writer,
+	// replaced with WriteFileAtomic by that writer only. It is also the
+	// format the name is parsed back with.
+	manifestFormat = "manifest-e%d.json"
+	// legacyManifestName is the single manifest of directories written
+	// before manifests carried the epoch. It is still read, and removed once
+	// a manifest of the new form is durable.
+	legacyManifestName = "manifest.json"
 
 	// segmentStemFormat is the name of a segment without its extension:
 	// zero-padded base offset (so names sort by offset) and creator epoch.
@@ -40,7 +53,7 @@ const (
 	// timeIndexEntrySize: max timestamp int64, relative offset uint32, big-endian.
 	timeIndexEntrySize = 12
 
-	// manifestVersion is the format version written to manifest.json.
+	// manifestVersion is the format version written to the manifest.
 	manifestVersion = 1
 )
 
@@ -70,4 +83,21 @@ func parseSegmentName(name string) (base int64, epoch int32, ok bool) {
 		return 0, 0, false
 	}
 	return base, epoch, true
+}
+
+// manifestName returns the base name of the manifest written by epoch.
+func manifestName(epoch int32) string {
+	return fmt.Sprintf(manifestFormat, epoch)
+}
+
+// parseManifestName parses a base name produced by manifestName, rejecting
+// names that do not round-trip exactly (a temp file, "manifest-e01.json").
+func parseManifestName(name string) (epoch int32, ok bool) {
+	if _, err := fmt.Sscanf(name, manifestFormat, &epoch); err != nil {
+		return 0, false
+	}
+	if epoch < 0 || manifestName(epoch) != name {
+		return 0, false
+	}
+	return epoch, true
 }

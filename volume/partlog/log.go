@@ -1,6 +1,7 @@
 // Package partlog is the append-only log of one Kafka partition on the
 // shared volume: RecordBatch v2 bytes, stored as received, in epoch-named
-// segments with sparse offset and time indexes, a manifest and a fence.
+// segments with sparse offset and time indexes, epoch-named manifests (each
+// written only by its epoch's writer; recovery uses the highest) and a fence.
 //
 // One writer per partition, fenced by leader epoch (DESIGN.md §1-2):
 //   - Open writes the fence for its epoch before it reads the old tail, and
@@ -301,9 +302,10 @@ func (l *Log) shouldRollLocked(n, lastDelta int64, now time.Time) bool {
 // rollLocked seals the active segment and starts a new one at the log end
 // offset. Order: fsync the old segment and its indexes (so its sealed end is
 // durable), create the new segment files, fsync the directory, check the
-// fence, then write the manifest naming the sealed end and the new segment.
-// A crash before the manifest write leaves an unlisted empty segment that
-// recovery ignores (it is re-created by the next roll or Open).
+// fence, then write this epoch's manifest naming the sealed end and the new
+// segment. A crash before the manifest write leaves an unlisted empty segment
+// of the manifest's own epoch, which recovery ignores (it is re-created by
+// the next roll or Open).
 func (l *Log) rollLocked() error {
 	old := l.segs[len(l.segs)-1]
 	if err := l.wf.Sync(); err != nil {

@@ -550,7 +550,7 @@ func TestAdoptSegmentsWithoutManifest(t *testing.T) {
 		mustAppend(t, l, batch(1, 300, int64(100+i)))
 	}
 	mustClose(t, l)
-	if err := mem.Remove(path.Join(testDir, manifestName)); err != nil {
+	if err := mem.Remove(path.Join(testDir, manifestName(1))); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Epoch = 2
@@ -775,8 +775,21 @@ func TestOpenErrors(t *testing.T) {
 			_ = volume.WriteFileAtomic(f, path.Join(testDir, fenceName), []byte("x"))
 		}, nil, ErrCorruptLog},
 		{"corrupt manifest", func(f volume.FS) {
-			_ = volume.WriteFileAtomic(f, path.Join(testDir, manifestName), []byte("{"))
+			_ = volume.WriteFileAtomic(f, path.Join(testDir, manifestName(1)), []byte("{"))
 		}, nil, ErrCorruptLog},
+		{"corrupt legacy manifest", func(f volume.FS) {
+			_ = volume.WriteFileAtomic(f, path.Join(testDir, legacyManifestName), []byte("{"))
+		}, nil, ErrCorruptLog},
+		{"manifest of another epoch under this epoch's name", func(f volume.FS) {
+			_ = writeManifest(f, testDir, &manifest{Version: manifestVersion, WriterEpoch: 0})
+			_ = f.Rename(path.Join(testDir, manifestName(0)), path.Join(testDir, manifestName(1)))
+		}, nil, ErrCorruptLog},
+		{"manifest of a higher epoch", func(f volume.FS) {
+			_ = writeManifest(f, testDir, &manifest{Version: manifestVersion, WriterEpoch: 5})
+		}, nil, ErrFenced},
+		{"corrupt manifest of a higher epoch", func(f volume.FS) {
+			_ = volume.WriteFileAtomic(f, path.Join(testDir, manifestName(5)), []byte("{"))
+		}, nil, ErrFenced},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,15 +7,19 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/go-logr/logr"
 
 	"github.com/kaas-dev/kaas/volume"
 )
 
-// manifest is the JSON document in manifestName. It is replaced atomically
-// (volume.WriteFileAtomic) by the writer at Open, at every roll, at every
-// checkpoint round of Sync and at Close.
+// manifest is the JSON document in manifestName(WriterEpoch). The writer of
+// that epoch replaces it atomically (volume.WriteFileAtomic) at Open, at
+// every roll, at every checkpoint round of Sync and at Close; no other
+// writer touches it. Recovery uses the one with the highest writer epoch.
 type manifest struct {
 	Version int `json:"version"`
 	// WriterEpoch is the epoch of the writer that wrote this manifest.
@@ -78,14 +82,138 @@ func (c checkpoint) after(o checkpoint) bool {
 	return c.Position > o.Position
 }
 
-// readManifest reads and decodes dir's manifest. It returns (nil, nil) when
-// there is none.
-func readManifest(fsys volume.FS, dir string) (*manifest, error) {
-	name := path.Join(dir, manifestName)
-	data, err := volume.ReadFile(fsys, name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+// manifestFile is one manifest found in a partition directory.
+type manifestFile struct {
+	name   string // base name
+	epoch  int32  // writer epoch: from the name, or from the contents for the legacy name
+	legacy bool
+	m      *manifest // decoded, once read
+}
+
+// manifestSet is what loadManifests found in a partition directory.
+type manifestSet struct {
+	// m is the manifest recovery uses: of those that decode, the one with
+	// the highest writer epoch (nil if none).
+	m *manifest
+	// name is m's base name.
+	name string
+	// names are the base names of every manifest file found, m's included,
+	// decodable or not: the ones a new writer removes once its own is durable.
+	names []string
+	// maxEpoch is the highest writer epoch named by any manifest file found
+	// (-1 if none): an undecodable one still tells that its epoch wrote.
+	// It is set even when loadManifests fails.
+	maxEpoch int32
+}
+
+// loadManifests finds the partition's manifests and decodes the one with the
+// highest writer epoch. Candidates are the manifest names in entries (a
+// listing of dir), the legacy manifest.json, and the manifests of the probe
+// epochs, opened directly whether listed or not: a listing may be stale on a
+// shared filesystem, open is not (the caller passes the epoch it found in the
+// fence, whose writer is the likeliest to have written the newest manifest).
+//
+// A manifest that does not decode is skipped in favour of the next older one
+// (recovery then adopts the newer epochs' segment files from the listing, see
+// Log.newerSegments); if none decodes, the error wraps ErrCorruptLog. A file
+// that vanishes between listing and open was removed by a newer writer and
+// is skipped. Other read errors are returned: an unreadable manifest is never
+// taken as absent.
+func loadManifests(fsys volume.FS, dir string, entries []fs.DirEntry, log logr.Logger, probe ...int32) (manifestSet, error) {
+	set := manifestSet{maxEpoch: -1}
+	var files []*manifestFile
+	seen := map[string]bool{}
+	add := func(f *manifestFile) {
+		if !seen[f.name] {
+			seen[f.name] = true
+			files = append(files, f)
+		}
 	}
+	for _, e := range entries {
+		if epoch, ok := parseManifestName(e.Name()); ok {
+			add(&manifestFile{name: e.Name(), epoch: epoch})
+			set.maxEpoch = max(set.maxEpoch, epoch)
+		}
+	}
+	for _, epoch := range probe {
+		if epoch >= 0 {
+			add(&manifestFile{name: manifestName(epoch), epoch: epoch})
+		}
+	}
+	// The legacy manifest's epoch is in its contents: read it first.
+	legacy := &manifestFile{name: legacyManifestName, epoch: -1, legacy: true}
+	var corrupt error
+	m, err := readManifestFile(fsys, path.Join(dir, legacy.name), -1)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		legacy = nil
+	case errors.Is(err, ErrCorruptLog):
+		log.Info("skipping a legacy manifest that does not decode", "file", legacyManifestName, "err", err.Error())
+		corrupt = err
+		set.names = append(set.names, legacy.name)
+		legacy = nil
+	case err != nil:
+		return set, err
+	default:
+		legacy.epoch, legacy.m = m.WriterEpoch, m
+		add(legacy)
+	}
+
+	// Highest epoch first; at one epoch the epoch-named file (written by a
+	// newer binary, so later) before the legacy one.
+	sort.SliceStable(files, func(i, j int) bool {
+		if files[i].epoch != files[j].epoch {
+			return files[i].epoch > files[j].epoch
+		}
+		return !files[i].legacy && files[j].legacy
+	})
+	for _, f := range files {
+		if f.m == nil {
+			m, err := readManifestFile(fsys, path.Join(dir, f.name), f.epoch)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				continue // never written (a probe) or removed by a newer writer
+			case errors.Is(err, ErrCorruptLog):
+				log.Info("skipping a manifest that does not decode; an older one and the newer segment files are used instead", "file", f.name, "err", err.Error())
+				set.names = append(set.names, f.name)
+				set.maxEpoch = max(set.maxEpoch, f.epoch)
+				if corrupt == nil {
+					corrupt = err
+				}
+				continue
+			case err != nil:
+				return set, err
+			}
+			f.m = m
+		}
+		set.names = append(set.names, f.name)
+		set.maxEpoch = max(set.maxEpoch, f.epoch)
+		if set.m == nil {
+			set.m, set.name = f.m, f.name
+		}
+	}
+	if set.m == nil && corrupt != nil {
+		return set, corrupt
+	}
+	return set, nil
+}
+
+// readManifest returns the manifest recovery would use in dir (see
+// loadManifests), or nil when there is none. It writes nothing.
+func readManifest(fsys volume.FS, dir string, probe ...int32) (*manifest, error) {
+	entries, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	set, err := loadManifests(fsys, dir, entries, logr.Discard(), probe...)
+	return set.m, err
+}
+
+// readManifestFile reads and decodes one manifest file. A missing file gives
+// an error wrapping fs.ErrNotExist. When epoch >= 0 the manifest must have
+// been written by that epoch (the epoch in its name).
+func readManifestFile(fsys volume.FS, name string, epoch int32) (*manifest, error) {
+	data, err := volume.ReadFile(fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
@@ -95,6 +223,9 @@ func readManifest(fsys volume.FS, dir string) (*manifest, error) {
 	}
 	if m.Version != manifestVersion {
 		return nil, fmt.Errorf("%w: %s has version %d, want %d", ErrCorruptLog, name, m.Version, manifestVersion)
+	}
+	if epoch >= 0 && m.WriterEpoch != epoch {
+		return nil, fmt.Errorf("%w: %s was written by epoch %d", ErrCorruptLog, name, m.WriterEpoch)
 	}
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptLog, name, err)
@@ -127,14 +258,16 @@ func (m *manifest) check() error {
 	return nil
 }
 
-// writeManifest encodes m and replaces dir's manifest atomically.
+// writeManifest encodes m and replaces the manifest of m.WriterEpoch
+// atomically. Only the writer of that epoch calls it: a fenced writer's late
+// write replaces its own, superseded manifest, never a newer writer's.
 func writeManifest(fsys volume.FS, dir string, m *manifest) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
 	data = append(data, '\n')
-	if err := volume.WriteFileAtomic(fsys, path.Join(dir, manifestName), data); err != nil {
+	if err := volume.WriteFileAtomic(fsys, path.Join(dir, manifestName(m.WriterEpoch)), data); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	return nil

@@ -21,16 +21,21 @@ const recoverChunk = 64 << 10
 //  1. read the fence; a higher epoch there means ErrFenced. Write cfg.Epoch
 //     to it before reading anything else, so a previous writer can no longer
 //     acknowledge writes (its next sync round sees the new fence);
-//  2. read the manifest (or adopt segment files found without one) and
-//     trust its sealed segments without reading them;
+//  2. read the manifest with the highest writer epoch (or adopt segment
+//     files found without one) and trust its sealed segments without
+//     reading them;
 //  3. recover the last segment from the manifest checkpoint forward only:
 //     validate each batch (length, magic, CRC-32C, offsets), truncate at the
 //     first torn or invalid one, rebuild the index entries after the
-//     checkpoint, fsync;
+//     checkpoint, fsync. Segment files of epochs newer than the manifest's
+//     writer (a writer that died before its manifest was durable, or whose
+//     manifest is unreadable) are adopted after it: the manifest's chain
+//     is cut where the first of them starts, and only they are scanned;
 //  4. if the last segment was created under another epoch, seal it at the
 //     recovered end and start a segment named with cfg.Epoch, recording
 //     (cfg.Epoch, end offset) in the epoch history;
-//  5. write the manifest.
+//  5. write this epoch's manifest (manifest-e<epoch>.json), and only once it
+//     is durable remove the older ones.
 //
 // Everything recovered is durable, so the high watermark starts at the log
 // end offset. Open never creates dir: directories belong to the reconciler.
@@ -40,11 +45,12 @@ func Open(fsys volume.FS, dir string, cfg Config) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{fsys: fsys, dir: dir, cfg: cfg, log: cfg.Logger.WithValues("dir", dir, "epoch", cfg.Epoch)}
-	if err := l.claimFence(); err != nil {
+	prev, err := l.claimFence()
+	if err != nil {
 		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
 	}
 	l.sweepTemps()
-	if err := l.recover(); err != nil {
+	if err := l.recover(prev); err != nil {
 		l.closeHandles()
 		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
 	}
@@ -53,22 +59,22 @@ func Open(fsys volume.FS, dir string, cfg Config) (*Log, error) {
 }
 
 // claimFence refuses a fence holding a higher epoch and writes ours over a
-// lower or absent one.
-func (l *Log) claimFence() error {
+// lower or absent one. It returns the epoch the fence held (-1 if none).
+func (l *Log) claimFence() (int32, error) {
 	prev, err := readFence(l.fsys, l.dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	switch {
 	case prev > l.cfg.Epoch:
-		return fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, prev, l.cfg.Epoch)
+		return 0, fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, prev, l.cfg.Epoch)
 	case prev < l.cfg.Epoch:
 		if err := writeFence(l.fsys, l.dir, l.cfg.Epoch); err != nil {
-			return err
+			return 0, err
 		}
 		l.log.Info("claimed partition", "from", prev, "to", l.cfg.Epoch)
 	}
-	return nil
+	return prev, nil
 }
 
 // sweepTemps removes temp files left by WriteFileAtomic after a crash. A
@@ -89,27 +95,56 @@ func (l *Log) sweepTemps() {
 }
 
 // recover builds the Log's state from the volume and writes the manifest.
-func (l *Log) recover() error {
-	m, err := readManifest(l.fsys, l.dir)
+// prevFence is the epoch the fence held before this writer claimed it.
+func (l *Log) recover(prevFence int32) error {
+	entries, err := l.fsys.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", l.dir, err)
+	}
+	// The previous fence holder's manifest is opened even if the listing
+	// (possibly stale on a shared volume) does not show it yet.
+	set, err := loadManifests(l.fsys, l.dir, entries, l.log, prevFence, l.cfg.Epoch)
+	if set.maxEpoch > l.cfg.Epoch {
+		return fmt.Errorf("%w: a manifest was written by epoch %d, this writer has %d", ErrFenced, set.maxEpoch, l.cfg.Epoch)
+	}
 	if err != nil {
 		return err
 	}
+	m := set.m
 	adopted := false
+	var newer []segmentFile
 	if m == nil {
-		if m, err = l.adoptSegments(); err != nil {
+		if m, err = l.adoptSegments(entries); err != nil {
 			return err
 		}
 		adopted = true
+	} else {
+		if set.name == legacyManifestName {
+			l.log.Info("adopting a legacy manifest", "file", legacyManifestName, "writerEpoch", m.WriterEpoch)
+		}
+		if newer, err = l.newerSegments(entries, m.WriterEpoch); err != nil {
+			return err
+		}
+		if err := cutAtNewer(m, newer); err != nil {
+			return err
+		}
 	}
 	if err := l.checkHistory(m); err != nil {
 		return err
 	}
 	l.logStart.Store(m.LogStartOffset)
 
+	// The manifest's chain ends where the first newer segment starts (stop),
+	// or at its last segment's recovered end.
+	stop := int64(-1)
+	if len(newer) > 0 {
+		stop = newer[0].base
+	}
 	next := m.LogStartOffset
 	var tail *segment
 	for i, ms := range m.Segments {
-		if ms.Sealed {
+		last := i == len(m.Segments)-1
+		if ms.Sealed && !(last && stop >= 0 && ms.EndOffset != stop) {
 			s, err := l.openSealed(ms, i)
 			if err != nil {
 				return err
@@ -118,16 +153,55 @@ func (l *Log) recover() error {
 			next = ms.EndOffset
 			continue
 		}
+		// The unsealed last segment: recovered from the checkpoint, up to
+		// the first newer segment if there is one. (A sealed last segment
+		// ending beyond that is re-sealed there, scanned from its start.)
 		var cp *checkpoint
-		if !adopted && m.Checkpoint.SegmentBase == ms.Base && m.Checkpoint.SegmentEpoch == ms.Epoch {
+		if !adopted && !ms.Sealed && m.Checkpoint.SegmentBase == ms.Base && m.Checkpoint.SegmentEpoch == ms.Epoch &&
+			(stop < 0 || m.Checkpoint.NextOffset <= stop) {
 			cp = &m.Checkpoint
 		}
-		if tail, err = l.recoverTail(ms, cp, i); err != nil {
-			closeSegment(tail, nil)
+		limit := int64(-1)
+		if last {
+			limit = stop
+		}
+		s, err := l.recoverTail(ms, cp, i, limit)
+		if err != nil {
+			closeSegment(s, nil)
 			return err
 		}
-		l.segs = append(l.segs, tail)
-		next = tail.next
+		l.segs = append(l.segs, s)
+		next = s.next
+		if limit >= 0 {
+			l.sealRecovered(&m.Segments[i], s)
+		} else {
+			tail = s
+		}
+	}
+	// Segments of newer epochs, in order: each scanned from its start, each
+	// but the last sealed where the next one starts.
+	for j, f := range newer {
+		ms := manifestSegment{Base: f.base, Epoch: f.epoch}
+		m.Segments = append(m.Segments, ms)
+		if n := len(m.Epochs); n == 0 || m.Epochs[n-1].Epoch != f.epoch {
+			m.Epochs = addEpoch(m.Epochs, EpochEntry{Epoch: f.epoch, StartOffset: f.base})
+		}
+		limit := int64(-1)
+		if j < len(newer)-1 {
+			limit = newer[j+1].base
+		}
+		s, err := l.recoverTail(ms, nil, len(l.segs), limit)
+		if err != nil {
+			closeSegment(s, nil)
+			return err
+		}
+		l.segs = append(l.segs, s)
+		next = s.next
+		if limit >= 0 {
+			l.sealRecovered(&m.Segments[len(m.Segments)-1], s)
+		} else {
+			tail = s
+		}
 	}
 
 	// Take over: never append to a segment another epoch created.
@@ -187,6 +261,7 @@ func (l *Log) recover() error {
 	if dropped != nil {
 		l.removeSegmentFiles(dropped)
 	}
+	l.removeOldManifests(set.names)
 
 	l.next = next
 	l.maxTS = noTS
@@ -264,21 +339,47 @@ func (l *Log) openSealed(ms manifestSegment, seq int) (*segment, error) {
 // recovered end. Bytes a fenced writer appends to it later are beyond the
 // sealed size and never read.
 func (l *Log) sealTail(m *manifest, tail *segment) {
-	tail.sealed = true
-	if tail.files != nil {
-		_ = tail.files.close() // flushed and synced by recoverTail
-		tail.files = nil
+	l.sealRecovered(&m.Segments[len(m.Segments)-1], tail)
+	l.log.Info("sealed previous epoch's segment", "segment", segmentStem(tail.base, tail.epoch), "endOffset", tail.next, "size", tail.size)
+}
+
+// sealRecovered seals s, just recovered by recoverTail, at its recovered
+// end: it closes the handles only an active segment keeps and records the
+// sealed end in ms.
+func (l *Log) sealRecovered(ms *manifestSegment, s *segment) {
+	s.sealed = true
+	if s.files != nil {
+		_ = s.files.close() // flushed and synced by recoverTail
+		s.files = nil
 	}
 	if l.wf != nil {
 		_ = l.wf.Close()
 		l.wf = nil
 	}
-	ms := &m.Segments[len(m.Segments)-1]
 	ms.Sealed = true
-	ms.EndOffset = tail.next
-	ms.Size = tail.size
-	ms.MaxTimestamp, ms.MaxTimestampOffset = tail.maxTS.ts, tail.maxTS.last
-	l.log.Info("sealed previous epoch's segment", "segment", segmentStem(tail.base, tail.epoch), "endOffset", tail.next, "size", tail.size)
+	ms.EndOffset = s.next
+	ms.Size = s.size
+	ms.MaxTimestamp, ms.MaxTimestampOffset = s.maxTS.ts, s.maxTS.last
+}
+
+// removeOldManifests removes the manifests found at Open other than this
+// epoch's, which is durable by now (so the removals never leave the
+// partition without a manifest). A failure only leaves a superseded file
+// that recovery does not choose; the next Open removes it again. A fenced
+// writer that rewrites its own manifest after this only recreates such a
+// file.
+func (l *Log) removeOldManifests(names []string) {
+	own := manifestName(l.cfg.Epoch)
+	for _, name := range names {
+		if name == own {
+			continue
+		}
+		if err := l.fsys.Remove(path.Join(l.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.log.V(1).Info("removing a superseded manifest failed", "file", name, "err", err.Error())
+			continue
+		}
+		l.log.V(1).Info("removed superseded manifest", "file", name)
+	}
 }
 
 // removeSegmentFiles removes the files of an empty segment dropped from the
@@ -298,7 +399,13 @@ func (l *Log) removeSegmentFiles(s *segment) {
 // the checkpoint (if cp is non-nil), then every batch after it validated,
 // the file truncated at the first torn or invalid batch, index entries
 // rebuilt, and segment and indexes fsynced.
-func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int) (*segment, error) {
+//
+// With limit >= 0 the segment is one that a newer epoch's segment starting
+// at offset limit follows: it is recovered up to exactly limit (an error
+// wrapping ErrCorruptLog if its valid batches do not reach limit exactly)
+// and never truncated, since the bytes after limit are a fenced writer's
+// late appends, never read. The caller seals it.
+func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int64) (*segment, error) {
 	logPath, indexPath, timePath := segmentPaths(l.dir, ms.Base, ms.Epoch)
 	wf, err := l.fsys.OpenReadWrite(logPath)
 	if err != nil {
@@ -343,14 +450,17 @@ func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int) (*segment
 		kept, keptTimes = 0, 0
 	}
 
-	reason, err := l.scanTail(s, fileSize)
+	reason, err := l.scanTail(s, fileSize, limit)
 	if err != nil {
 		return s, err
 	}
 	if s.size < durableEnd {
 		return s, fmt.Errorf("%w: %s: checkpointed data up to %d, but only %d bytes are valid (%s)", ErrCorruptLog, logPath, durableEnd, s.size, reason)
 	}
-	if s.size < fileSize {
+	if limit >= 0 && s.next != limit {
+		return s, fmt.Errorf("%w: %s: valid batches end at offset %d, but the next segment (a newer epoch's) starts at %d (%s)", ErrCorruptLog, logPath, s.next, limit, reason)
+	}
+	if limit < 0 && s.size < fileSize {
 		l.log.Info("truncating torn tail", "segment", logPath, "validEnd", s.size, "fileSize", fileSize, "reason", reason)
 		if err := wf.Truncate(s.size); err != nil {
 			return s, fmt.Errorf("truncate %s to %d: %w", logPath, s.size, err)
@@ -412,12 +522,17 @@ func (l *Log) loadCheckpoint(s *segment, cp *checkpoint, indexPath, timePath str
 
 // scanTail validates batches from s.size to fileSize, advancing s over each
 // valid one. It stops at the first torn or invalid batch and says why; only
-// read errors are returned as errors. It reads nothing before s.size.
-func (l *Log) scanTail(s *segment, fileSize int64) (reason string, err error) {
+// read errors are returned as errors. It reads nothing before s.size. With
+// limit >= 0 it also stops once s.next reaches limit, and at a batch that
+// would pass it.
+func (l *Log) scanTail(s *segment, fileSize, limit int64) (reason string, err error) {
 	var hdr [BatchHeaderSize]byte
 	chunk := make([]byte, recoverChunk)
 	interval := int64(l.cfg.IndexIntervalBytes)
 	for pos := s.size; pos < fileSize; {
+		if limit >= 0 && s.next >= limit {
+			return "", nil
+		}
 		if fileSize-pos < BatchHeaderSize {
 			return fmt.Sprintf("partial header at %d", pos), nil
 		}
@@ -430,6 +545,9 @@ func (l *Log) scanTail(s *segment, fileSize int64) (reason string, err error) {
 		}
 		if h.BaseOffset != s.next {
 			return fmt.Sprintf("batch at %d has base offset %d, expected %d", pos, h.BaseOffset, s.next), nil
+		}
+		if limit >= 0 && h.NextOffset() > limit {
+			return fmt.Sprintf("batch at %d ends at offset %d, past %d", pos, h.NextOffset(), limit), nil
 		}
 		end := pos + h.Size()
 		if end > fileSize {
@@ -456,19 +574,84 @@ func (l *Log) scanTail(s *segment, fileSize int64) (reason string, err error) {
 	return "", nil
 }
 
-// adoptSegments builds a manifest from the segment files in dir when there
-// is no manifest (first open of a directory written without one, or a lost
-// manifest). Sealed sizes come from the files; only the last segment is
-// scanned, from its start. At one base offset the highest epoch wins.
-func (l *Log) adoptSegments() (*manifest, error) {
-	entries, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", l.dir, err)
+// segmentFile is a segment found in a listing of the partition directory.
+type segmentFile struct {
+	base  int64
+	epoch int32
+}
+
+// newerSegments returns the segment files in entries (a listing of dir)
+// created by epochs newer than w, the writer epoch of the manifest recovery
+// uses, in offset order. The manifest cannot list them: their writer died
+// before its own manifest was durable (then they hold nothing it
+// acknowledged, usually nothing at all), or its manifest could not be read.
+// Either way they are adopted rather than ignored, so acknowledged data is
+// never dropped. Of several at one base the highest epoch wins, and a
+// segment starting after one of a higher epoch is superseded by it (a
+// fenced writer's). A segment of an epoch above this writer's means a later
+// writer exists: ErrFenced.
+func (l *Log) newerSegments(entries []fs.DirEntry, w int32) ([]segmentFile, error) {
+	var list []segmentFile
+	for _, e := range entries {
+		base, epoch, ok := parseSegmentName(e.Name())
+		if !ok || epoch <= w {
+			continue
+		}
+		if epoch > l.cfg.Epoch {
+			return nil, fmt.Errorf("%w: segment %s was created by a later epoch", ErrFenced, segmentStem(base, epoch))
+		}
+		list = append(list, segmentFile{base, epoch})
 	}
-	type found struct {
-		base  int64
-		epoch int32
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].base != list[j].base {
+			return list[i].base < list[j].base
+		}
+		return list[i].epoch > list[j].epoch
+	})
+	var out []segmentFile
+	for _, f := range list {
+		if n := len(out); n > 0 && (out[n-1].base == f.base || f.epoch < out[n-1].epoch) {
+			l.log.Info("ignoring segment superseded by a newer epoch's", "segment", segmentStem(f.base, f.epoch), "by", segmentStem(out[n-1].base, out[n-1].epoch))
+			continue
+		}
+		out = append(out, f)
 	}
+	if len(out) > 0 {
+		l.log.Info("adopting segments of epochs newer than the manifest's writer", "manifestEpoch", w, "segments", len(out), "first", segmentStem(out[0].base, out[0].epoch))
+	}
+	return out, nil
+}
+
+// cutAtNewer ends m's segment chain where the first newer segment starts:
+// segments starting at or after it are dropped (the newer epoch's writer
+// sealed the chain there; anything beyond is a fenced writer's), and the
+// last one kept is recovered up to that offset by the caller. A sealed end
+// before it leaves a hole, which is refused.
+func cutAtNewer(m *manifest, newer []segmentFile) error {
+	if len(newer) == 0 {
+		return nil
+	}
+	b0 := newer[0].base
+	k := sort.Search(len(m.Segments), func(i int) bool { return m.Segments[i].Base >= b0 })
+	m.Segments = m.Segments[:k]
+	if k == 0 {
+		m.LogStartOffset = max(m.LogStartOffset, b0)
+		return nil
+	}
+	if last := m.Segments[k-1]; last.Sealed && last.EndOffset < b0 {
+		return fmt.Errorf("%w: segment %s is sealed at offset %d, but the next segment %s starts at %d", ErrCorruptLog,
+			segmentStem(last.Base, last.Epoch), last.EndOffset, segmentStem(b0, newer[0].epoch), b0)
+	}
+	return nil
+}
+
+// adoptSegments builds a manifest from the segment files in entries (a
+// listing of dir) when there is no manifest (first open of a directory
+// written without one, or a lost manifest). Sealed sizes come from the
+// files; only the last segment is scanned, from its start. At one base
+// offset the highest epoch wins.
+func (l *Log) adoptSegments(entries []fs.DirEntry) (*manifest, error) {
+	type found = segmentFile
 	byBase := map[int64]found{}
 	for _, e := range entries {
 		base, epoch, ok := parseSegmentName(e.Name())
