@@ -19,15 +19,16 @@ var handlers map[kmsg.Key]handler
 
 func init() {
 	handlers = map[kmsg.Key]handler{
-		kmsg.Produce:         {3, 9, handleProduce},
-		kmsg.Fetch:           {4, 12, handleFetch},
-		kmsg.ListOffsets:     {1, 7, handleListOffsets},
-		kmsg.Metadata:        {0, 12, handleMetadata},
-		kmsg.ApiVersions:     {0, 3, handleApiVersions},
-		kmsg.CreateTopics:    {2, 7, handleCreateTopics},
-		kmsg.DeleteTopics:    {1, 6, handleDeleteTopics},
-		kmsg.InitProducerID:  {0, 5, handleInitProducerID},
-		kmsg.DescribeCluster: {0, 1, handleDescribeCluster},
+		kmsg.Produce:              {3, 9, handleProduce},
+		kmsg.Fetch:                {4, 12, handleFetch},
+		kmsg.ListOffsets:          {1, 7, handleListOffsets},
+		kmsg.Metadata:             {0, 12, handleMetadata},
+		kmsg.ApiVersions:          {0, 3, handleApiVersions},
+		kmsg.CreateTopics:         {2, 7, handleCreateTopics},
+		kmsg.DeleteTopics:         {1, 6, handleDeleteTopics},
+		kmsg.InitProducerID:       {0, 5, handleInitProducerID},
+		kmsg.OffsetForLeaderEpoch: {2, 4, handleOffsetForLeaderEpoch},
+		kmsg.DescribeCluster:      {0, 1, handleDescribeCluster},
 	}
 }
 

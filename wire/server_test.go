@@ -907,3 +907,55 @@ func (b *testBroker) checkServingBudgetHeld(t *testing.T, hog *rawConn) {
 	}
 	b.checkServing(t)
 }
+
+// TestOffsetForLeaderEpoch: the current epoch ends at the high watermark;
+// epochs older or newer than the partition's, and unknown partitions, get
+// Kafka's errors.
+func TestOffsetForLeaderEpoch(t *testing.T) {
+	b := startBroker(t, nil)
+	b.createTopic(t, "e", 1, nil)
+	c := b.dial(t)
+	if p := c.produce(9, "e", makeBatch(batchOpts{values: []string{"a", "b", "c"}})); p.ErrorCode != 0 {
+		t.Fatalf("produce: %d", p.ErrorCode)
+	}
+	part, _ := b.eng.Partition("e", 0)
+	epoch := part.Epoch()
+	ask := func(version int16, topic string, current, leader int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.Version = version
+		req.ReplicaID = -1
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = current, leader
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.do(req).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+	}
+	tests := []struct {
+		name          string
+		version       int16
+		topic         string
+		current, want int32
+		code          int16
+		epoch         int32
+		end           int64
+	}{
+		{"current epoch, v2", 2, "e", epoch, epoch, 0, epoch, 3},
+		{"current epoch, v4 (flexible)", 4, "e", -1, epoch, 0, epoch, 3},
+		{"an epoch before any history", 4, "e", epoch, epoch - 1, 0, epoch - 1, 0},
+		{"an epoch after the current one", 4, "e", epoch, epoch + 1, 0, -1, -1},
+		{"fenced current epoch", 4, "e", epoch - 1, epoch, kerr.FencedLeaderEpoch.Code, -1, -1},
+		{"unknown current epoch", 4, "e", epoch + 1, epoch, kerr.UnknownLeaderEpoch.Code, -1, -1},
+		{"unknown topic", 4, "nope", -1, 0, kerr.UnknownTopicOrPartition.Code, -1, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ask(tc.version, tc.topic, tc.current, tc.want)
+			if p.ErrorCode != tc.code || p.LeaderEpoch != tc.epoch || p.EndOffset != tc.end {
+				t.Fatalf("got error %d epoch %d end %d; want error %d epoch %d end %d",
+					p.ErrorCode, p.LeaderEpoch, p.EndOffset, tc.code, tc.epoch, tc.end)
+			}
+		})
+	}
+}
