@@ -886,6 +886,12 @@ func TestQueuedBytesBudget(t *testing.T) {
 	})
 	hog := b.dial(t)
 	hog.write(append(sizePrefix(1<<20), make([]byte, 10)...)) // takes the whole budget
+	// Wait until the broker has really taken the budget for the hog's frame
+	// (its connection may be scheduled after the next one's otherwise).
+	for b.srv.queued.TryAcquire(1) {
+		b.srv.queued.Release(1)
+		runtime.Gosched()
+	}
 	b.checkServingBudgetHeld(t, hog)
 }
 
