@@ -44,6 +44,20 @@ func WriteTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
 	return nil
 }
 
+// CreateTopicSpec stores the spec of a new topic by exclusive create: if
+// the name already has a spec the error satisfies errors.Is(err,
+// fs.ErrExist) (which is not proof the other spec is complete: re-read it).
+func CreateTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode topic %s: %w", spec.Name, err)
+	}
+	if err := volume.CreateExclusiveFile(fsys, desiredPath(clusterDir, spec.Name), b); err != nil {
+		return fmt.Errorf("create desired topic %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
 // ReadTopicSpec reads one spec; absent is fs.ErrNotExist.
 func ReadTopicSpec(fsys volume.FS, clusterDir, name string) (TopicSpec, error) {
 	b, err := volume.ReadFile(fsys, desiredPath(clusterDir, name))

@@ -20,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 
+	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -45,12 +46,24 @@ type Config struct {
 	// checkpoint. Default 1s.
 	CheckpointInterval time.Duration
 	Workers            int
+
+	// Cluster membership (engine/cluster). KafkaAddr, AdminAddr and Zone
+	// are published in this broker's heartbeat.
+	KafkaAddr string
+	AdminAddr string
+	Zone      string
+	// HeartbeatInterval is how often the broker beats, observes, campaigns
+	// and reads the assignment. Default cluster.DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// Lease is how long a broker stays live without observed progress.
+	// Default cluster.DefaultLease.
+	Lease time.Duration
 }
 
 // Errors the front end maps to Kafka error codes.
 var (
 	ErrUnknownTopic      = errors.New("unknown topic or partition")
-	ErrNotServing        = errors.New("partition is not being served by this broker yet")
+	ErrNotServing        = errors.New("partition is not being served by this broker")
 	ErrTopicExists       = errors.New("topic already exists")
 	ErrTopicDeleting     = errors.New("topic is marked for deletion")
 	ErrInvalidTopic      = errors.New("invalid topic")
@@ -76,6 +89,21 @@ type Engine struct {
 	changeCh chan struct{}
 
 	adminMu sync.Mutex // serialises desired-state writes of this broker
+
+	// Cluster membership: this process's incarnation and the pieces of
+	// engine/cluster, driven by clusterLoop.
+	incarnation string
+	hb          *cluster.Heartbeater
+	obs         *cluster.Observer
+	elector     *cluster.Elector
+	areader     *cluster.AssignmentReader
+
+	clMu       sync.RWMutex // after mu when both are held
+	assign     *cluster.Assignment
+	live       []cluster.LiveBroker
+	controller int32
+	heartbeats map[int32]cluster.Heartbeat
+	reopen     map[string]reopenRequest // by openKey
 }
 
 type topic struct {
@@ -110,6 +138,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
 	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = cluster.DefaultHeartbeatInterval
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = cluster.DefaultLease
+	}
 	e := &Engine{
 		cfg:      cfg,
 		fsys:     cfg.FS,
@@ -119,7 +153,18 @@ func New(cfg Config) (*Engine, error) {
 		owner:    "broker-" + strconv.Itoa(int(cfg.BrokerID)),
 		topics:   map[string]*topic{},
 		changeCh: make(chan struct{}),
+
+		incarnation: uuid.NewString(),
+		controller:  -1,
+		heartbeats:  map[int32]cluster.Heartbeat{},
+		reopen:      map[string]reopenRequest{},
 	}
+	e.hb = cluster.NewHeartbeater(e.fsys, cfg.ClusterDir, cluster.Heartbeat{BrokerID: cfg.BrokerID,
+		KafkaAddr: cfg.KafkaAddr, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation})
+	e.obs = cluster.NewObserver(cfg.Lease, nil)
+	e.elector = cluster.NewElector(cluster.ElectorConfig{FS: e.fsys, ClusterDir: cfg.ClusterDir, BrokerID: cfg.BrokerID,
+		Incarnation: e.incarnation, Observer: e.obs, Log: cfg.Logger.WithName("elector")})
+	e.areader = cluster.NewAssignmentReader(e.fsys, cfg.ClusterDir)
 	for _, d := range []string{cfg.DataDir, path.Join(cfg.DataDir, states.TopicsDir), cfg.ClusterDir, path.Join(cfg.ClusterDir, topicsDesiredDir)} {
 		if err := volume.MkdirAllSync(e.fsys, d); err != nil {
 			return nil, fmt.Errorf("prepare %s: %w", d, err)
@@ -188,10 +233,16 @@ func (e *Engine) ClusterID() string { return e.clusterID }
 // BrokerID is this broker's ID.
 func (e *Engine) BrokerID() int32 { return e.cfg.BrokerID }
 
-// Run reconciles until ctx ends, then releases every partition (fsync,
-// producer snapshot, handles closed) and returns.
+// Run takes part in the cluster and reconciles until ctx ends, then
+// releases every partition (fsync, producer snapshot, handles closed),
+// writes a last heartbeat marked leaving, and returns.
 func (e *Engine) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.clusterLoop(ctx)
+	}()
 	for i := 0; i < e.cfg.Workers; i++ {
 		wg.Add(1)
 		go func() {
@@ -211,7 +262,12 @@ loop:
 		}
 	}
 	wg.Wait()
-	return e.closeAll()
+	err := e.closeAll()
+	e.hb.SetOpen(nil)
+	if lerr := e.hb.Leave(); lerr != nil {
+		e.log.Error(lerr, "leaving heartbeat failed; the others wait out the lease")
+	}
+	return err
 }
 
 func (e *Engine) resync() {
@@ -261,6 +317,11 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 		return err
 	}
 	if spec.Deleted {
+		if !e.isController() {
+			// Only the controller drives the delete machine; every broker
+			// closes its handles of the incarnation.
+			return e.dropTopic(spec.Name, spec.ID)
+		}
 		return e.driveDelete(ctx, spec)
 	}
 	if err := e.upsertTopic(spec); err != nil {
@@ -268,11 +329,30 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 	}
 	var errs []error
 	for p := int32(0); p < spec.Partitions; p++ {
-		if err := e.driveOpen(ctx, spec, p); err != nil {
+		owner, mine, _ := e.ownerOf(spec.ID, p)
+		if !mine {
+			// Not ours (or not assigned yet): release it if we hold it.
+			if err := e.release(spec, p); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if err := e.driveOpen(ctx, spec, p, owner.LeaderEpoch); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// release unpublishes and closes a partition this broker no longer owns.
+func (e *Engine) release(spec TopicSpec, index int32) error {
+	cur := e.servingPartition(spec.Name, spec.ID, index)
+	if cur == nil {
+		return nil
+	}
+	e.unpublish(cur)
+	e.log.Info("partition released", "topic", spec.Name, "partition", index, "epoch", cur.Epoch())
+	return cur.close()
 }
 
 // upsertTopic installs spec in the routing table. A different ID under the
@@ -308,12 +388,30 @@ func (e *Engine) save(rec *states.Record) error {
 	return states.Save(e.fsys, e.cfg.ClusterDir, rec)
 }
 
-// driveOpen drives one partition's open machine to serving.
-func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index int32) error {
+// driveOpen drives one partition's open machine to serving at the leader
+// epoch assigned to this broker.
+func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int32) error {
 	obj := states.PartitionObject(spec.Name, index)
 	cur := e.servingPartition(spec.Name, spec.ID, index)
-	if cur != nil && cur.log.Err() == nil {
+	if cur != nil && cur.log.Err() == nil && cur.Epoch() == epoch {
 		return nil // serving: nothing to observe or do
+	}
+	if cur != nil && cur.log.Err() != nil && cur.Epoch() == epoch {
+		// The log failed for good at this epoch: release it and wait for
+		// the controller to answer the reopen request with a new epoch.
+		e.log.Info("partition log failed; releasing it until a new leader epoch is assigned",
+			"topic", spec.Name, "partition", index, "epoch", epoch, "err", cur.log.Err())
+		e.requestReopen(cur)
+		e.unpublish(cur)
+		if err := cur.close(); err != nil {
+			e.log.Error(err, "close failed partition", "topic", spec.Name, "partition", index)
+		}
+		return fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch)
+	}
+	if cur == nil {
+		if r, ok := e.pendingReopen(spec.ID, spec.Name, index); ok && r.epoch == epoch {
+			return fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch)
+		}
 	}
 	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, obj)
 	if err != nil {
@@ -326,7 +424,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index int32) err
 	if cur != nil {
 		// The log failed (fsync error or fenced): release it and recover
 		// again from the volume under a new epoch.
-		e.log.Info("partition log failed; reopening", "topic", spec.Name, "partition", index, "err", cur.log.Err())
+		e.log.Info("reopening partition", "topic", spec.Name, "partition", index, "epoch", epoch, "err", cur.log.Err())
 		e.unpublish(cur)
 		if err := cur.close(); err != nil {
 			e.log.Error(err, "close failed partition", "topic", spec.Name, "partition", index)
@@ -339,7 +437,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index int32) err
 	var opened *Partition
 	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index,
 		func(ctx context.Context) error {
-			p, err := e.openPartition(spec, index, rec)
+			p, err := e.openPartition(spec, index, epoch, rec)
 			if err != nil {
 				return err
 			}
@@ -363,15 +461,19 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index int32) err
 	return err
 }
 
-// openPartition opens the log under the next leader epoch and rebuilds the
-// producer state from the newest snapshot plus the log after it.
-func (e *Engine) openPartition(spec TopicSpec, index int32, rec *states.Record) (*Partition, error) {
+// openPartition opens the log under the assigned leader epoch and rebuilds
+// the producer state from the newest snapshot plus the log after it. A
+// fence above that epoch means the assignment this broker read is stale:
+// the open fails and is retried when a newer one arrives.
+func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.Record) (*Partition, error) {
 	dir := states.PartitionDir(e.cfg.DataDir, spec.Name, index)
 	fence, err := partlog.ReadFence(e.fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("read fence: %w", err)
 	}
-	epoch := max(fence, rec.Epoch) + 1
+	if fence > epoch {
+		return nil, fmt.Errorf("stale assignment: fence of %s/%d holds leader epoch %d, assigned %d", spec.Name, index, fence, epoch)
+	}
 	start := time.Now()
 	lg, err := partlog.Open(e.fsys, dir, partlog.Config{
 		Epoch:              epoch,
@@ -401,7 +503,25 @@ func (e *Engine) openPartition(spec TopicSpec, index int32, rec *states.Record) 
 	return p, nil
 }
 
-func (e *Engine) partitionFailed(p *Partition) { e.queue.Add(topicKey(p.Topic)) }
+func (e *Engine) partitionFailed(p *Partition) {
+	e.requestReopen(p)
+	e.queue.Add(topicKey(p.Topic))
+}
+
+// requestReopen asks the controller (through the heartbeat) for a new
+// leader epoch for a partition whose log failed.
+func (e *Engine) requestReopen(p *Partition) {
+	e.clMu.Lock()
+	e.reopen[openKey(p.Topic, p.Index, p.TopicID)] = reopenRequest{topicID: p.TopicID, index: p.Index, epoch: p.Epoch()}
+	e.clMu.Unlock()
+}
+
+func (e *Engine) pendingReopen(topicID, name string, index int32) (reopenRequest, bool) {
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	r, ok := e.reopen[openKey(name, index, topicID)]
+	return r, ok
+}
 
 func (e *Engine) servingPartition(name, id string, index int32) *Partition {
 	e.mu.RLock()
@@ -469,9 +589,16 @@ func (e *Engine) driveDelete(ctx context.Context, spec TopicSpec) error {
 	rec.Owner = e.owner
 	acts := states.TopicDeleteActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID,
 		func(ctx context.Context) error {
-			// Lifecycle fencing: handles are closed before anything is removed.
+			// Lifecycle fencing: handles are closed before anything is
+			// removed, here and on every live broker.
 			if err := e.dropTopic(spec.Name, spec.ID); err != nil {
 				return err
+			}
+			if e.assigned(spec.ID) {
+				return fmt.Errorf("release %s: the assignment read still names topic ID %s", spec.Name, spec.ID)
+			}
+			if b := e.openElsewhere(spec.Name, spec.ID, spec.Partitions); b >= 0 {
+				return fmt.Errorf("release %s: broker %d still holds partitions open", spec.Name, b)
 			}
 			for p := int32(0); p < spec.Partitions; p++ {
 				if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p)); err != nil {
@@ -530,16 +657,37 @@ func (e *Engine) Changed() <-chan struct{} {
 // TopicView is a topic as routing sees it.
 type TopicView struct {
 	Spec TopicSpec
-	// Epochs holds each partition's leader epoch, -1 where not serving.
+	// Epochs holds each partition's leader epoch, -1 where it has no
+	// serving leader.
 	Epochs []int32
+	// Leaders holds each partition's leader (its assigned owner, while that
+	// broker is live and serves it), -1 where none.
+	Leaders []int32
 }
 
-func (t *topic) view() TopicView {
-	v := TopicView{Spec: t.spec, Epochs: make([]int32, len(t.parts))}
+// viewLocked needs e.mu held (read). A partition has a leader when its
+// assigned owner is live and serves it: this broker at the assigned epoch,
+// or another broker whose last heartbeat lists it open.
+func (e *Engine) viewLocked(t *topic) TopicView {
+	v := TopicView{Spec: t.spec, Epochs: make([]int32, len(t.parts)), Leaders: make([]int32, len(t.parts))}
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
 	for i, p := range t.parts {
-		v.Epochs[i] = -1
-		if p != nil {
-			v.Epochs[i] = p.Epoch()
+		v.Epochs[i], v.Leaders[i] = -1, -1
+		o, mine, ok := e.ownerOfLocked(t.spec.ID, int32(i))
+		switch {
+		case !ok:
+		case mine:
+			if p != nil && p.Epoch() == o.LeaderEpoch {
+				v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
+			}
+		default:
+			for _, b := range e.live {
+				if b.ID == o.Broker && (o.Incarnation == "" || o.Incarnation == b.Incarnation) &&
+					e.liveOpenLocked(b, openKey(t.spec.Name, int32(i), t.spec.ID)) {
+					v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
+				}
+			}
 		}
 	}
 	return v
@@ -551,7 +699,7 @@ func (e *Engine) Topics() []TopicView {
 	out := make([]TopicView, 0, len(e.topics))
 	for _, t := range e.topics {
 		if !t.spec.Deleted {
-			out = append(out, t.view())
+			out = append(out, e.viewLocked(t))
 		}
 	}
 	e.mu.RUnlock()
@@ -567,7 +715,7 @@ func (e *Engine) Topic(name string) (TopicView, bool) {
 	if t == nil || t.spec.Deleted {
 		return TopicView{}, false
 	}
-	return t.view(), true
+	return e.viewLocked(t), true
 }
 
 // TopicByID returns the live topic with this ID.
@@ -576,7 +724,7 @@ func (e *Engine) TopicByID(id string) (TopicView, bool) {
 	defer e.mu.RUnlock()
 	for _, t := range e.topics {
 		if t.spec.ID == id && !t.spec.Deleted {
-			return t.view(), true
+			return e.viewLocked(t), true
 		}
 	}
 	return TopicView{}, false
@@ -591,7 +739,11 @@ func (e *Engine) Partition(name string, index int32) (*Partition, error) {
 		return nil, fmt.Errorf("%w: %s/%d", ErrUnknownTopic, name, index)
 	}
 	if p := t.parts[index]; p != nil {
-		return p, nil
+		// Routing ownership: between an assignment and the reconciler's
+		// release, a partition assigned elsewhere is no longer served.
+		if o, mine, _ := e.ownerOf(t.spec.ID, index); mine && o.LeaderEpoch == p.Epoch() {
+			return p, nil
+		}
 	}
 	return nil, fmt.Errorf("%w: %s/%d", ErrNotServing, name, index)
 }
@@ -628,6 +780,7 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (TopicSpec, error) {
 	case err == nil && cur.Deleted:
 		return TopicSpec{}, fmt.Errorf("%w: %s", ErrTopicDeleting, req.Name)
 	case err == nil:
+		e.learnTopic(cur)
 		return cur, fmt.Errorf("%w: %s", ErrTopicExists, req.Name)
 	case !errors.Is(err, fs.ErrNotExist):
 		return TopicSpec{}, err
@@ -636,8 +789,22 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (TopicSpec, error) {
 	if req.ValidateOnly {
 		return spec, nil
 	}
-	if err := WriteTopicSpec(e.fsys, e.cfg.ClusterDir, spec); err != nil {
-		return TopicSpec{}, err
+	// Exclusive create: two brokers creating one name cannot give it two
+	// topic IDs; the loser reads the winner's spec.
+	if err := CreateTopicSpec(e.fsys, e.cfg.ClusterDir, spec); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return TopicSpec{}, err
+		}
+		cur, rerr := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, req.Name)
+		switch {
+		case rerr != nil:
+			return TopicSpec{}, fmt.Errorf("topic %s is being created elsewhere: %w", req.Name, rerr)
+		case cur.Deleted:
+			return TopicSpec{}, fmt.Errorf("%w: %s", ErrTopicDeleting, req.Name)
+		default:
+			e.learnTopic(cur)
+			return cur, fmt.Errorf("%w: %s", ErrTopicExists, req.Name)
+		}
 	}
 	e.log.Info("topic created", "topic", spec.Name, "topicID", spec.ID, "partitions", spec.Partitions)
 	if err := e.upsertTopic(spec); err != nil {
@@ -645,6 +812,18 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (TopicSpec, error) {
 	}
 	e.queue.Add(topicKey(spec.Name))
 	return spec, nil
+}
+
+// learnTopic installs a topic another broker created, so that this broker
+// routes it before its next resync.
+func (e *Engine) learnTopic(spec TopicSpec) {
+	if _, ok := e.Topic(spec.Name); ok || spec.Deleted {
+		return
+	}
+	if err := e.upsertTopic(spec); err != nil {
+		e.log.Error(err, "install topic", "topic", spec.Name)
+	}
+	e.queue.Add(topicKey(spec.Name))
 }
 
 // AutoCreate creates a topic with the defaults if auto-creation is on.
@@ -691,7 +870,8 @@ func (e *Engine) DeleteTopic(name string) (TopicSpec, error) {
 	return spec, nil
 }
 
-// WaitServing waits until every partition of the topic is served, or ctx ends.
+// WaitServing waits until every partition of the topic has a serving
+// leader (on any broker), or ctx ends.
 func (e *Engine) WaitServing(ctx context.Context, name string) bool {
 	for {
 		ch := e.Changed()
@@ -729,16 +909,24 @@ func (e *Engine) WaitDeleted(ctx context.Context, name, id string) bool {
 	}
 }
 
-// Ready reports whether every partition of every live topic is served.
+// Ready reports whether an assignment has been read and every partition it
+// assigns to this broker, of every live topic, is served at its assigned
+// leader epoch.
 func (e *Engine) Ready() bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	if e.assign == nil {
+		return false
+	}
 	for _, t := range e.topics {
 		if t.spec.Deleted {
 			continue
 		}
-		for _, p := range t.parts {
-			if p == nil {
+		for i, p := range t.parts {
+			o, mine, _ := e.ownerOfLocked(t.spec.ID, int32(i))
+			if mine && (p == nil || p.Epoch() != o.LeaderEpoch) {
 				return false
 			}
 		}

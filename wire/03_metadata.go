@@ -3,10 +3,12 @@ package wire
 // Metadata: versions 0-12.
 //
 // Behavior:
-// * This broker is the cluster: it is every partition's leader, sole replica
-//   and sole in-sync replica, with the partition's leader epoch.
-// * A partition not yet served (opening, recovering) has no leader and
-//   LEADER_NOT_AVAILABLE, so clients retry.
+// * Brokers are the live brokers seen in heartbeats (zone as rack); the
+//   controller is the current controller (-1 while none is known).
+// * Each partition's leader, sole replica and sole in-sync replica is its
+//   assigned owner, with the assigned leader epoch. A partition whose owner
+//   is not live or does not serve it yet (opening, recovering) has no
+//   leader and LEADER_NOT_AVAILABLE, so clients retry.
 // * Unknown topics are created with the defaults when the broker allows it
 //   (--auto-create-topics) and the request does too; the answer waits
 //   briefly for the new partitions to be served.
@@ -34,16 +36,21 @@ func handleMetadata(c *conn, kreq kmsg.Request, r *reply) {
 
 func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = s.eng.BrokerID(), s.host, s.port
-	if s.cfg.Rack != "" {
-		rack := s.cfg.Rack
-		b.Rack = &rack
+	for _, bi := range s.eng.Brokers() {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = bi.ID, bi.Host, bi.Port
+		rack := bi.Zone
+		if bi.Self {
+			b.Host, b.Port, rack = s.host, s.port, s.cfg.Rack
+		}
+		if rack != "" {
+			b.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, b)
 	}
-	resp.Brokers = append(resp.Brokers, b)
 	cid := s.eng.ClusterID()
 	resp.ClusterID = &cid
-	resp.ControllerID = s.eng.BrokerID()
+	resp.ControllerID = s.eng.ControllerID()
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
@@ -122,21 +129,21 @@ func (s *Server) metadataTopic(v engine.TopicView) kmsg.MetadataResponseTopic {
 	if id, err := uuid.Parse(v.Spec.ID); err == nil {
 		t.TopicID = id
 	}
-	self := s.eng.BrokerID()
 	for i, epoch := range v.Epochs {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = int32(i)
-		if epoch < 0 {
+		leader := v.Leaders[i]
+		if epoch < 0 || leader < 0 {
 			p.ErrorCode = kerr.LeaderNotAvailable.Code
 			p.Leader = -1
 			p.LeaderEpoch = -1
-			p.Replicas = []int32{self}
+			p.Replicas = []int32{}
 			p.ISR = []int32{}
 		} else {
-			p.Leader = self
+			p.Leader = leader
 			p.LeaderEpoch = epoch
-			p.Replicas = []int32{self}
-			p.ISR = []int32{self}
+			p.Replicas = []int32{leader}
+			p.ISR = []int32{leader}
 		}
 		p.OfflineReplicas = []int32{}
 		t.Partitions = append(t.Partitions, p)

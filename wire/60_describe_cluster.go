@@ -3,7 +3,8 @@ package wire
 // DescribeCluster: versions 0-1.
 //
 // Behavior:
-// * This broker, its cluster ID, and itself as the controller.
+// * The live brokers seen in heartbeats (zone as rack), the cluster ID, and
+//   the current controller (-1 while none is known).
 //
 // Version notes:
 // * v1: EndpointType; only brokers (1) are described, controllers (2) get
@@ -26,13 +27,18 @@ func handleDescribeCluster(c *conn, kreq kmsg.Request, r *reply) {
 	}
 	resp.EndpointType = 1
 	resp.ClusterID = c.s.eng.ClusterID()
-	resp.ControllerID = c.s.eng.BrokerID()
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID, b.Host, b.Port = c.s.eng.BrokerID(), c.s.host, c.s.port
-	if c.s.cfg.Rack != "" {
-		rack := c.s.cfg.Rack
-		b.Rack = &rack
+	resp.ControllerID = c.s.eng.ControllerID()
+	for _, bi := range c.s.eng.Brokers() {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = bi.ID, bi.Host, bi.Port
+		rack := bi.Zone
+		if bi.Self {
+			b.Host, b.Port, rack = c.s.host, c.s.port, c.s.cfg.Rack
+		}
+		if rack != "" {
+			b.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, b)
 	}
-	resp.Brokers = append(resp.Brokers, b)
 	r.finish(resp)
 }

@@ -5,7 +5,8 @@
 //
 // Every flag has an environment equivalent (KAAS_DATA_DIR, KAAS_CLUSTER_DIR,
 // KAAS_BROKER_ID, KAAS_LISTEN, KAAS_ADVERTISE, KAAS_ADMIN, KAAS_ZONE,
-// KAAS_AUTO_CREATE_TOPICS, KAAS_DEFAULT_PARTITIONS, KAAS_LOG_FORMAT, KAAS_V);
+// KAAS_AUTO_CREATE_TOPICS, KAAS_DEFAULT_PARTITIONS, KAAS_HEARTBEAT_INTERVAL,
+// KAAS_LEASE, KAAS_LOG_FORMAT, KAAS_V);
 // a flag given on the command line wins.
 package main
 
@@ -28,6 +29,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/wire"
 )
@@ -39,6 +41,7 @@ type options struct {
 	maxRequestBytes                                                     int
 	maxQueuedBytes                                                      int64
 	shutdownTimeout                                                     time.Duration
+	heartbeatInterval, lease                                            time.Duration
 }
 
 func envOr(key, def string) string {
@@ -52,6 +55,15 @@ func envInt(key string, def int) int {
 	if v, ok := os.LookupEnv(key); ok {
 		if n, err := strconv.Atoi(v); err == nil {
 			return n
+		}
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(key); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
 		}
 	}
 	return def
@@ -72,6 +84,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.maxRequestBytes, "max-request-bytes", envInt("KAAS_MAX_REQUEST_BYTES", 100<<20), "largest request frame accepted (socket.request.max.bytes)")
 	fs.Int64Var(&o.maxQueuedBytes, "max-queued-request-bytes", int64(envInt("KAAS_MAX_QUEUED_REQUEST_BYTES", 512<<20)), "memory budget shared by all request frames being read (queued.max.request.bytes)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
+	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", envDuration("KAAS_HEARTBEAT_INTERVAL", cluster.DefaultHeartbeatInterval), "how often the broker writes its heartbeat and reads the others' and the assignment (KAAS_HEARTBEAT_INTERVAL)")
+	fs.DurationVar(&o.lease, "lease", envDuration("KAAS_LEASE", cluster.DefaultLease), "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
 	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
 	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail volume operations, OP:GLOB:ERRNO[:COUNT[:after]],... (KAAS_INJECT_FAULTS)")
 	fs.StringVar(&o.logFormat, "log-format", envOr("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
@@ -80,6 +94,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return o, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+	}
+	if o.heartbeatInterval <= 0 || o.lease <= o.heartbeatInterval {
+		return o, fmt.Errorf("--lease (%v) must be longer than --heartbeat-interval (%v), which must be positive", o.lease, o.heartbeatInterval)
 	}
 	if o.defaultPartitions < 1 {
 		return o, errors.New("--default-partitions must be at least 1")
@@ -129,14 +146,6 @@ func run(o options, log logr.Logger) error {
 	if o.faults != "" {
 		log.Info("volume fault injection is on: this broker is for tests", "faults", o.faults)
 	}
-	eng, err := engine.New(engine.Config{
-		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
-		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
-		Logger: log.WithName("engine"),
-	})
-	if err != nil {
-		return fmt.Errorf("start engine: %w", err)
-	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
@@ -144,6 +153,17 @@ func run(o options, log logr.Logger) error {
 	advertise := o.advertise
 	if advertise == "" {
 		advertise = advertisedFrom(ln.Addr().(*net.TCPAddr))
+	}
+	eng, err := engine.New(engine.Config{
+		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
+		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
+		Logger:    log.WithName("engine"),
+		KafkaAddr: advertise, AdminAddr: o.admin, Zone: o.zone,
+		HeartbeatInterval: o.heartbeatInterval, Lease: o.lease,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("start engine: %w", err)
 	}
 	srv, err := wire.NewServer(wire.Config{Engine: eng, Logger: log.WithName("wire"), Advertise: advertise,
 		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes), MaxQueuedBytes: o.maxQueuedBytes})

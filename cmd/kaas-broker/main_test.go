@@ -4,6 +4,9 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/kaas-dev/kaas/engine/cluster"
 
 	"github.com/kaas-dev/kaas/volume/memfs"
 )
@@ -22,7 +25,16 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	if err != nil || o.data != "/flag/data" {
 		t.Fatalf("a flag must win over the environment: %+v, %v", o, err)
 	}
-	for _, bad := range [][]string{{"--log-format", "xml"}, {"--default-partitions", "0"}, {"--nope"}} {
+	if o.heartbeatInterval != cluster.DefaultHeartbeatInterval || o.lease != cluster.DefaultLease {
+		t.Fatalf("cluster timings %v/%v, want the defaults", o.heartbeatInterval, o.lease)
+	}
+	t.Setenv("KAAS_LEASE", "3s")
+	o, err = parseFlags([]string{"--heartbeat-interval", "100ms"})
+	if err != nil || o.heartbeatInterval != 100*time.Millisecond || o.lease != 3*time.Second {
+		t.Fatalf("cluster timings from flag and environment: %+v, %v", o, err)
+	}
+	for _, bad := range [][]string{{"--log-format", "xml"}, {"--default-partitions", "0"}, {"--nope"},
+		{"--heartbeat-interval", "0s"}, {"--lease", "100ms", "--heartbeat-interval", "200ms"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

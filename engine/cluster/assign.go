@@ -68,9 +68,15 @@ type PartitionOwner struct {
 	// Broker owns (is the sole writer of) the partition; -1 if no broker is
 	// live.
 	Broker int32 `json:"broker"`
-	// LeaderEpoch grows by one exactly when Broker changes. The owner
-	// writes the partition's fence at this epoch before reading its tail.
+	// LeaderEpoch grows by one exactly when Broker changes (or Broker
+	// restarts: a new Incarnation). The owner writes the partition's fence
+	// at this epoch before reading its tail.
 	LeaderEpoch int32 `json:"leaderEpoch"`
+	// Incarnation is the owner's incarnation when it was assigned (empty
+	// if unknown). A broker restarted under the same ID is a new owner: it
+	// gets a new leader epoch, and it does not act on an entry naming its
+	// previous incarnation.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // Assignment is the content of <cluster>/assignment.json. Only the
@@ -99,7 +105,9 @@ var ErrStaleController = errors.New("assignment from an older controller epoch")
 // the live brokers. Owners come from Assign with no zone: a partition has
 // one writer whatever zone its clients are in. A partition keeps its leader
 // epoch while its owner stays and gets the previous epoch plus one when the
-// owner changes (also to or from -1); a new partition starts at epoch 0.
+// owner changes (also to or from -1, and when the owner's incarnation in
+// live differs from the one recorded: a restart under the same ID is an
+// owner change); a new partition starts at epoch 0.
 //
 // topics must be the complete list: a topic missing from it is released
 // and forgotten, so leaving out one that still exists would restart its
@@ -110,6 +118,10 @@ func NextAssignment(prev *Assignment, topics []Topic, live []LiveBroker, control
 		return nil, fmt.Errorf("controller epoch %d, previous assignment has %d: %w", controllerEpoch, prev.ControllerEpoch, ErrStaleController)
 	}
 	next := &Assignment{ControllerEpoch: controllerEpoch, Topics: make(map[string][]PartitionOwner, len(topics))}
+	incarnation := make(map[int32]string, len(live))
+	for _, b := range live {
+		incarnation[b.ID] = b.Incarnation
+	}
 	for _, t := range topics {
 		if t.Partitions < 0 {
 			return nil, fmt.Errorf("topic %s: negative partition count %d", t.ID, t.Partitions)
@@ -121,13 +133,14 @@ func NextAssignment(prev *Assignment, topics []Topic, live []LiveBroker, control
 		ps := make([]PartitionOwner, t.Partitions)
 		for p := range t.Partitions {
 			owner := Assign(t.ID, p, live, "")
+			inc := incarnation[owner]
 			switch {
 			case int(p) >= len(old):
-				ps[p] = PartitionOwner{Broker: owner}
-			case old[p].Broker == owner:
+				ps[p] = PartitionOwner{Broker: owner, Incarnation: inc}
+			case old[p].Broker == owner && old[p].Incarnation == inc:
 				ps[p] = old[p]
 			default:
-				ps[p] = PartitionOwner{Broker: owner, LeaderEpoch: old[p].LeaderEpoch + 1}
+				ps[p] = PartitionOwner{Broker: owner, LeaderEpoch: old[p].LeaderEpoch + 1, Incarnation: inc}
 			}
 		}
 		next.Topics[t.ID] = ps

@@ -278,3 +278,47 @@ func TestAssignmentFileAndStaleController(t *testing.T) {
 		t.Fatal("assignment without a controller epoch written")
 	}
 }
+
+// A broker restarted under the same ID (a new incarnation) is a new owner:
+// its partitions get a new leader epoch, the others keep theirs.
+func TestNextAssignmentIncarnationChange(t *testing.T) {
+	ts := []Topic{{ID: "t1", Partitions: 32}}
+	live := []LiveBroker{{ID: 1, Incarnation: "a"}, {ID: 2, Incarnation: "b"}}
+	first, err := NextAssignment(nil, ts, live, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := NextAssignment(first, ts, live, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(first, same) {
+		t.Fatal("same incarnations, different assignment")
+	}
+	restarted := []LiveBroker{{ID: 1, Incarnation: "a2"}, {ID: 2, Incarnation: "b"}}
+	next, err := NextAssignment(first, ts, restarted, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for p, cur := range next.Topics["t1"] {
+		old := first.Topics["t1"][p]
+		if cur.Broker != old.Broker {
+			t.Fatalf("partition %d: owner %d -> %d on a restart", p, old.Broker, cur.Broker)
+		}
+		switch cur.Broker {
+		case 1:
+			moved++
+			if cur.LeaderEpoch != old.LeaderEpoch+1 || cur.Incarnation != "a2" {
+				t.Fatalf("partition %d of the restarted broker: %+v after %+v", p, cur, old)
+			}
+		case 2:
+			if cur != old {
+				t.Fatalf("partition %d of the other broker changed: %+v after %+v", p, cur, old)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("broker 1 owns nothing; the case tests nothing")
+	}
+}

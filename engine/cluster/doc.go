@@ -3,7 +3,9 @@
 // the volume seam and the three promises of the shared volume (DESIGN.md
 // §1: atomic rename within a directory, atomic exclusive create,
 // close-to-open). It imports only volume and the standard library (plus
-// logr) and is not wired into the broker yet.
+// logr). The engine drives it (engine/membership.go): one round per
+// heartbeat interval, the first at start-up, so a lone broker elects itself
+// and assigns everything to itself within a round.
 //
 // How the pieces fit, each round (every DefaultHeartbeatInterval):
 //
@@ -37,7 +39,10 @@
 //     which refuses one older than the highest controller epoch it has
 //     seen, and opens the partitions it now owns (takeover at the new
 //     leader epoch: fence first, then the old tail) and closes those it no
-//     longer owns.
+//     longer owns. An entry names the owner's incarnation: a broker
+//     restarted under the same ID is a new owner with a new leader epoch.
+//     Each heartbeat lists the partitions its broker holds open, which the
+//     controller's topic delete waits on before it removes anything.
 //
 // Three fences stay distinct (§5): the controller epoch fences routing
 // decisions (which broker should serve), the leader epoch in each

@@ -31,6 +31,16 @@ type Heartbeat struct {
 	// treat it as not live at once, so the controller reassigns its
 	// partitions without waiting out the lease.
 	Leaving bool `json:"leaving,omitempty"`
+	// Open lists the partitions this broker holds open, sorted, each as
+	// "<topic>/<partition>@<topicID>". The controller completes a topic's
+	// delete only when no live broker lists any of its partitions
+	// (lifecycle fencing, DESIGN.md §5).
+	Open []string `json:"open,omitempty"`
+	// Reopen lists partitions whose log failed for good (an fsync error)
+	// while this broker owned them, each as
+	// "<topic>/<partition>@<topicID>#<leaderEpoch>": the controller gives
+	// each a new leader epoch, so the reopened log starts a new epoch.
+	Reopen []string `json:"reopen,omitempty"`
 }
 
 func (h Heartbeat) validate() error {
@@ -148,6 +158,20 @@ func (h *Heartbeater) Leave() error {
 	defer h.mu.Unlock()
 	h.hb.Leaving = true
 	return h.beatLocked()
+}
+
+// SetOpen sets the open partitions the next beats publish.
+func (h *Heartbeater) SetOpen(open []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hb.Open = open
+}
+
+// SetReopen sets the reopen requests the next beats publish.
+func (h *Heartbeater) SetReopen(reopen []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hb.Reopen = reopen
 }
 
 // Last returns the heartbeat most recently attempted.

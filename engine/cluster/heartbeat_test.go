@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"path"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -34,7 +35,7 @@ func TestHeartbeatRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.SortFunc(got, func(a, b Heartbeat) int { return int(a.BrokerID - b.BrokerID) })
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
 }
@@ -135,7 +136,7 @@ func TestHeartbeaterCountsAndSweepsOwnTemps(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := ReadHeartbeats(m, clusterDir)
-	if err != nil || len(got) != 1 || got[0].Counter != 4 || !got[0].Leaving || got[0] != h.Last() {
+	if err != nil || len(got) != 1 || got[0].Counter != 4 || !got[0].Leaving || !reflect.DeepEqual(got[0], h.Last()) {
 		t.Fatalf("got %+v, %v; want counter 4, leaving", got, err)
 	}
 	ents, _ := m.ReadDir(dir)

@@ -1,0 +1,373 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/states"
+	"github.com/kaas-dev/kaas/volume/partlog"
+)
+
+// BrokerInfo is a live broker as Metadata and DescribeCluster advertise it.
+type BrokerInfo struct {
+	ID   int32
+	Host string
+	Port int32
+	Zone string
+	Self bool
+}
+
+// openKey names an open partition in a heartbeat's Open list.
+func openKey(name string, index int32, topicID string) string {
+	return name + "/" + strconv.Itoa(int(index)) + "@" + topicID
+}
+
+// clusterLoop runs one membership round at once and then every heartbeat
+// interval until ctx ends (engine/cluster doc.go: heartbeat, observe,
+// elect, assign, obey).
+func (e *Engine) clusterLoop(ctx context.Context) {
+	t := time.NewTicker(e.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		e.clusterRound(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (e *Engine) clusterRound(ctx context.Context) {
+	e.hb.SetOpen(e.openList())
+	e.hb.SetReopen(e.reopenList())
+	if err := e.hb.Beat(); err != nil {
+		e.log.Error(err, "heartbeat failed")
+	}
+	hbs, err := cluster.ReadHeartbeats(e.fsys, e.cfg.ClusterDir)
+	if err != nil {
+		e.log.Error(err, "read heartbeats")
+	}
+	e.obs.Observe(hbs)
+	live := e.obs.Live()
+	st, err := e.elector.Campaign()
+	if err != nil {
+		e.log.V(1).Info("controller campaign undecided this round", "err", err.Error())
+	}
+	e.areader.ObserveControllerEpoch(st.Epoch)
+
+	byID := make(map[int32]cluster.Heartbeat, len(hbs))
+	for _, hb := range hbs {
+		byID[hb.BrokerID] = hb
+	}
+	e.clMu.Lock()
+	changedMembers := !reflect.DeepEqual(e.live, live) || e.controller != st.Controller
+	e.live, e.controller = live, st.Controller
+	// Keep the latest heartbeat of each broker (a stale listing may omit
+	// one this round; its last one still describes it).
+	for id, hb := range byID {
+		e.heartbeats[id] = hb
+	}
+	e.clMu.Unlock()
+	if changedMembers {
+		e.broadcast()
+	}
+
+	if st.IsController {
+		if err := e.controllerRound(live, st.Epoch); err != nil && ctx.Err() == nil {
+			e.log.Error(err, "controller round failed; retrying next round")
+		}
+	}
+	a, err := e.areader.Read()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		e.log.V(1).Info("assignment not read this round", "err", err.Error())
+	default:
+		e.applyAssignment(a)
+	}
+}
+
+// controllerRound computes and writes the next assignment. It skips the
+// round when the desired state cannot be listed completely: a topic left
+// out would be released and its epochs forgotten.
+func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
+	specs, err := ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
+	if err != nil {
+		return fmt.Errorf("list desired topics: %w", err)
+	}
+	prev, err := cluster.ReadAssignment(e.fsys, e.cfg.ClusterDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		e.log.Info("previous assignment unreadable; seeding epochs from the fences", "err", err.Error())
+	}
+	if err != nil {
+		prev = nil
+	}
+	var topics []cluster.Topic
+	names := map[string]string{}
+	e.mu.RLock()
+	for _, s := range specs {
+		if t := e.topics[s.Name]; t == nil || t.spec.ID != s.ID || s.Deleted {
+			// Learn of topics created (or deletes asked for) elsewhere; a
+			// deleted topic's machine is driven by this controller.
+			defer e.queue.Add(topicKey(s.Name))
+		}
+		if s.Deleted {
+			continue
+		}
+		topics = append(topics, cluster.Topic{ID: s.ID, Partitions: s.Partitions})
+		names[s.ID] = s.Name
+	}
+	e.mu.RUnlock()
+	next, err := cluster.NextAssignment(prev, topics, live, epoch)
+	if err != nil {
+		return err
+	}
+	// A partition new to the assignment starts at epoch 1 or above
+	// whatever fence its directory holds (data from before the assignment
+	// existed, or an assignment lost): epochs never go backwards.
+	for id, ps := range next.Topics {
+		var old []cluster.PartitionOwner
+		if prev != nil {
+			old = prev.Topics[id]
+		}
+		for p := len(old); p < len(ps); p++ {
+			fence, err := partlog.ReadFence(e.fsys, states.PartitionDir(e.cfg.DataDir, names[id], int32(p)))
+			if err != nil {
+				return fmt.Errorf("seed epoch of %s/%d: %w", names[id], p, err)
+			}
+			ps[p].LeaderEpoch = max(ps[p].LeaderEpoch, fence+1, 1)
+		}
+	}
+	// An owner whose log failed for good at its current epoch asks for a
+	// new one: the reopened log must start a new leader epoch.
+	for _, b := range live {
+		e.clMu.RLock()
+		hb, ok := e.heartbeats[b.ID]
+		e.clMu.RUnlock()
+		if !ok || hb.Incarnation != b.Incarnation {
+			continue
+		}
+		for _, r := range hb.Reopen {
+			key, es, ok := strings.Cut(r, "#")
+			at := strings.LastIndexByte(key, '@')
+			slash := strings.LastIndexByte(key, '/')
+			if !ok || at < 0 || slash < 0 || slash > at {
+				continue
+			}
+			epoch, err1 := strconv.Atoi(es)
+			index, err2 := strconv.Atoi(key[slash+1 : at])
+			ps := next.Topics[key[at+1:]]
+			if err1 != nil || err2 != nil || index < 0 || index >= len(ps) {
+				continue
+			}
+			if o := &ps[index]; o.Broker == b.ID && o.Incarnation == b.Incarnation && int(o.LeaderEpoch) == epoch {
+				o.LeaderEpoch++
+			}
+		}
+	}
+	if prev != nil && reflect.DeepEqual(prev, next) {
+		return nil
+	}
+	ok, err := e.elector.Verify()
+	if err != nil || !ok {
+		return err
+	}
+	if err := cluster.WriteAssignment(e.fsys, e.cfg.ClusterDir, next); err != nil {
+		return err
+	}
+	e.log.V(1).Info("assignment written", "controllerEpoch", epoch, "live", len(live), "topics", len(next.Topics))
+	return nil
+}
+
+// applyAssignment installs a newly read assignment and enqueues the topics
+// whose owners changed.
+func (e *Engine) applyAssignment(a *cluster.Assignment) {
+	e.clMu.Lock()
+	prev := e.assign
+	e.assign = a
+	e.clMu.Unlock()
+	if prev != nil && reflect.DeepEqual(prev.Topics, a.Topics) {
+		return
+	}
+	e.mu.RLock()
+	ids := make(map[string]string, len(e.topics))
+	for name, t := range e.topics {
+		ids[t.spec.ID] = name
+	}
+	e.mu.RUnlock()
+	unknown := prev == nil
+	changed := map[string]bool{}
+	for id, ps := range a.Topics {
+		if prev != nil && reflect.DeepEqual(prev.Topics[id], ps) {
+			continue
+		}
+		if name, ok := ids[id]; ok {
+			changed[name] = true
+		} else {
+			unknown = true
+		}
+	}
+	if prev != nil {
+		for id := range prev.Topics {
+			if _, ok := a.Topics[id]; !ok {
+				if name, ok := ids[id]; ok {
+					changed[name] = true
+				}
+			}
+		}
+	}
+	if unknown {
+		e.resync()
+	}
+	for name := range changed {
+		e.queue.Add(topicKey(name))
+	}
+	e.broadcast()
+}
+
+// ownerOf returns the assigned owner of a partition and whether it is this
+// broker (in this incarnation). ok is false until an assignment is read
+// or when it does not name the partition.
+func (e *Engine) ownerOf(topicID string, index int32) (o cluster.PartitionOwner, mine, ok bool) {
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	return e.ownerOfLocked(topicID, index)
+}
+
+func (e *Engine) ownerOfLocked(topicID string, index int32) (o cluster.PartitionOwner, mine, ok bool) {
+	if e.assign == nil {
+		return o, false, false
+	}
+	o, ok = e.assign.Owner(topicID, index)
+	mine = ok && o.Broker == e.cfg.BrokerID && (o.Incarnation == "" || o.Incarnation == e.incarnation)
+	return o, mine, ok
+}
+
+// reopenList lists this broker's reopen requests that the assignment has
+// not answered yet, sorted, and forgets the answered ones.
+func (e *Engine) reopenList() []string {
+	e.clMu.Lock()
+	defer e.clMu.Unlock()
+	var out []string
+	for k, r := range e.reopen {
+		o, mine, ok := e.ownerOfLocked(r.topicID, r.index)
+		if ok && (!mine || o.LeaderEpoch != r.epoch) {
+			delete(e.reopen, k)
+			continue
+		}
+		out = append(out, k+"#"+strconv.Itoa(int(r.epoch)))
+	}
+	sort.Strings(out)
+	return out
+}
+
+type reopenRequest struct {
+	topicID      string
+	index, epoch int32
+}
+
+// assigned reports whether the assignment last read names the topic ID.
+func (e *Engine) assigned(topicID string) bool {
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	if e.assign == nil {
+		return false
+	}
+	_, ok := e.assign.Topics[topicID]
+	return ok
+}
+
+// openList lists the partitions this broker holds open, sorted.
+func (e *Engine) openList() []string {
+	e.mu.RLock()
+	var out []string
+	for _, t := range e.topics {
+		for i, p := range t.parts {
+			if p != nil {
+				out = append(out, openKey(t.spec.Name, int32(i), t.spec.ID))
+			}
+		}
+	}
+	e.mu.RUnlock()
+	sort.Strings(out)
+	return out
+}
+
+// openElsewhere returns a live broker other than this one that still lists
+// a partition of the topic incarnation as open, or -1.
+func (e *Engine) openElsewhere(name, id string, partitions int32) int32 {
+	want := map[string]bool{}
+	for p := range partitions {
+		want[openKey(name, p, id)] = true
+	}
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	for _, b := range e.live {
+		if b.ID == e.cfg.BrokerID && b.Incarnation == e.incarnation {
+			continue
+		}
+		hb, ok := e.heartbeats[b.ID]
+		if !ok || hb.Incarnation != b.Incarnation {
+			continue
+		}
+		for _, k := range hb.Open {
+			if want[k] {
+				return b.ID
+			}
+		}
+	}
+	return -1
+}
+
+// liveOpenLocked reports whether live broker id lists the partition open.
+func (e *Engine) liveOpenLocked(b cluster.LiveBroker, key string) bool {
+	hb, ok := e.heartbeats[b.ID]
+	if !ok || hb.Incarnation != b.Incarnation {
+		return false
+	}
+	i := sort.SearchStrings(hb.Open, key)
+	return i < len(hb.Open) && hb.Open[i] == key
+}
+
+// Brokers returns the live brokers, sorted by ID. Before the first round
+// it returns this broker alone.
+func (e *Engine) Brokers() []BrokerInfo {
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	var out []BrokerInfo
+	self := false
+	for _, b := range e.live {
+		bi := BrokerInfo{ID: b.ID, Zone: b.Zone, Self: b.ID == e.cfg.BrokerID}
+		self = self || bi.Self
+		if host, port, err := net.SplitHostPort(b.KafkaAddr); err == nil {
+			n, _ := strconv.Atoi(port)
+			bi.Host, bi.Port = host, int32(n)
+		}
+		out = append(out, bi)
+	}
+	if !self {
+		out = append(out, BrokerInfo{ID: e.cfg.BrokerID, Zone: e.cfg.Zone, Self: true})
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	}
+	return out
+}
+
+// ControllerID returns the current controller's broker ID, or -1.
+func (e *Engine) ControllerID() int32 {
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	return e.controller
+}
+
+// isController reports whether this broker is the controller now.
+func (e *Engine) isController() bool { return e.elector.Status().IsController }

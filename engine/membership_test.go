@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"testing"
+	"time"
+
+	"github.com/kaas-dev/kaas/states"
+	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/memfs"
+)
+
+func startMember(t *testing.T, fsys volume.FS, id int32) *running {
+	t.Helper()
+	e, err := New(Config{FS: fsys, DataDir: testData, ClusterDir: testCluster, BrokerID: id,
+		HeartbeatInterval: 10 * time.Millisecond, Lease: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Engine: e, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- e.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// poll waits for cond, checking every few milliseconds.
+func poll(t *testing.T, ctx context.Context, what string, cond func() error) {
+	t.Helper()
+	var err error
+	for ctx.Err() == nil {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("gave up waiting for %s: %v", what, err)
+}
+
+// owners returns which engine serves each partition of topic, checking
+// that exactly one does and that both answer ErrNotServing elsewhere and
+// name the same leader and epoch.
+func owners(name string, n int32, es ...*Engine) ([]int32, []int32, error) {
+	own, epochs := make([]int32, n), make([]int32, n)
+	for p := range n {
+		own[p] = -1
+		for _, e := range es {
+			part, err := e.Partition(name, p)
+			switch {
+			case err == nil && own[p] >= 0:
+				return nil, nil, errors.New("two owners")
+			case err == nil:
+				own[p], epochs[p] = e.BrokerID(), part.Epoch()
+			case !errors.Is(err, ErrNotServing):
+				return nil, nil, err
+			}
+		}
+		if own[p] < 0 {
+			return nil, nil, errors.New("partition without owner")
+		}
+		for _, e := range es {
+			v, ok := e.Topic(name)
+			if !ok || v.Leaders[p] != own[p] || v.Epochs[p] != epochs[p] {
+				return nil, nil, errors.New("routing disagrees with the owner")
+			}
+		}
+	}
+	return own, epochs, nil
+}
+
+func TestTwoBrokersSharePartitionsAndFailOver(t *testing.T) {
+	ctx := safety(t)
+	fsys := memfs.New()
+	e1, e2 := startMember(t, fsys, 1), startMember(t, fsys, 2)
+	const n = 16
+	if _, err := e1.CreateTopic(CreateTopicRequest{Name: "shared", Partitions: n}); err != nil {
+		t.Fatal(err)
+	}
+	// The other broker cannot give the name a second topic ID.
+	if _, err := e2.CreateTopic(CreateTopicRequest{Name: "shared", Partitions: 3}); !errors.Is(err, ErrTopicExists) {
+		t.Fatalf("second create: %v, want ErrTopicExists", err)
+	}
+	var own, epochs []int32
+	poll(t, ctx, "one owner per partition, both brokers used", func() error {
+		var err error
+		if own, epochs, err = owners("shared", n, e1.Engine, e2.Engine); err != nil {
+			return err
+		}
+		count := map[int32]int{}
+		for _, o := range own {
+			count[o]++
+		}
+		if len(count) != 2 || !e1.Ready() || !e2.Ready() {
+			return errors.New("not both brokers serving")
+		}
+		return nil
+	})
+	if c1, c2 := e1.ControllerID(), e2.ControllerID(); c1 != c2 || c1 < 1 {
+		t.Fatalf("controllers %d and %d", c1, c2)
+	}
+	if bs := e1.Brokers(); len(bs) != 2 {
+		t.Fatalf("brokers %+v", bs)
+	}
+
+	// Broker 2 leaves (SIGTERM): broker 1 takes its partitions over under
+	// higher epochs and keeps its own.
+	e2.stop(t)
+	poll(t, ctx, "broker 1 serving everything", func() error {
+		now, nowEpochs, err := owners("shared", n, e1.Engine)
+		if err != nil {
+			return err
+		}
+		for p := range now {
+			switch {
+			case own[p] == 2 && nowEpochs[p] <= epochs[p]:
+				t.Fatalf("partition %d moved from broker 2 at epoch %d to %d", p, epochs[p], nowEpochs[p])
+			case own[p] == 1 && nowEpochs[p] != epochs[p]:
+				t.Fatalf("partition %d of broker 1 changed epoch %d -> %d", p, epochs[p], nowEpochs[p])
+			}
+		}
+		return nil
+	})
+
+	// Broker 2 comes back (a new incarnation) and the topic is deleted
+	// through it: the controller drives the delete to its end.
+	e2 = startMember(t, fsys, 2)
+	poll(t, ctx, "broker 2 serving again", func() error {
+		_, _, err := owners("shared", n, e1.Engine, e2.Engine)
+		return err
+	})
+	if _, err := e2.DeleteTopic("shared"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "topic deleted", func() error {
+		if _, err := ReadTopicSpec(fsys, testCluster, "shared"); !errors.Is(err, fs.ErrNotExist) {
+			return errors.New("desired state still there")
+		}
+		if _, err := fsys.Stat(states.TopicDir(testData, "shared")); !errors.Is(err, fs.ErrNotExist) {
+			return errors.New("topic directory still there")
+		}
+		return nil
+	})
+	for _, e := range []*Engine{e1.Engine, e2.Engine} {
+		for p := range int32(n) {
+			if _, err := e.Partition("shared", p); err == nil {
+				t.Fatalf("broker %d still serves partition %d of a deleted topic", e.BrokerID(), p)
+			}
+		}
+	}
+}
