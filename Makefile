@@ -8,6 +8,7 @@
 #   make specs-clients  only Label("clients")
 #   make specs-chaos    only Label("chaos")
 #   make run            run a broker on 127.0.0.1:9092 (admin 127.0.0.1:9644)
+#   make run-cluster    N brokers (default 3) sharing ./kaas-cluster-data, on 127.0.0.1:9092..
 #   make bench          Go benchmarks, then kaas vs kfake vs disk with cmd/kaasbench (.ci/bench)
 #   make lint           gofmt -l must be empty, go vet, staticcheck
 #
@@ -24,7 +25,7 @@ STATICCHECK_VERSION ?= v0.8.2
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-fast specs-clients specs-chaos run bench lint fmt-check vet staticcheck clean
+.PHONY: all build test unit specs specs-fast specs-clients specs-chaos run run-cluster bench lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -54,6 +55,11 @@ specs-chaos:
 
 run:
 	$(GO) run ./cmd/kaas-broker $(RUN_ARGS)
+
+# N brokers sharing one data directory (127.0.0.1:9092..), stopped with Ctrl-C.
+N ?= 3
+run-cluster:
+	bash .ci/run-cluster $(N)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)

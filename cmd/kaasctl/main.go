@@ -31,6 +31,9 @@ Commands:
   reconcile-status   every state machine: object, desired end state, state, attempts, last error
   topics [list]      topics and their partition counts
   topics describe T  one topic's partitions: leader epoch, log start/end offsets, size on disk
+  brokers            brokers from their heartbeats: live (counter moving while kaasctl watches,
+                     up to --watch), controller, addresses, zone, partitions owned and open
+  assignment         each partition's owner and leader epoch, as the controller assigned them
 
 Sources (one of):
   --data DIR         read the volume directly (no broker needed); --cluster-dir if not <data>/__cluster
@@ -66,6 +69,7 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&src.clusterDir, "cluster-dir", os.Getenv("KAAS_CLUSTER_DIR"), "cluster directory (KAAS_CLUSTER_DIR)")
 	fs.StringVar(&src.admin, "admin", "", "broker admin URL")
 	fs.StringVar(&src.output, "o", "table", "output: table or json")
+	watch := fs.Duration("watch", 2*time.Second, "brokers: how long to watch heartbeats for progress")
 	if err := fs.Parse(rest); err != nil {
 		return err
 	}
@@ -76,6 +80,14 @@ func run(args []string, out io.Writer) error {
 	switch cmd {
 	case "reconcile-status":
 		return reconcileStatus(src, out)
+	case "brokers", "assignment":
+		if src.admin != "" {
+			return fmt.Errorf("%s reads the volume: give --data DIR (or --cluster-dir DIR)", cmd)
+		}
+		if cmd == "brokers" {
+			return brokers(src, out, *watch)
+		}
+		return assignment(src, out)
 	case "topics":
 		if len(sub) == 0 || sub[0] == "list" {
 			return topicsList(src, out)

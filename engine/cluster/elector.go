@@ -321,3 +321,33 @@ func (e *Elector) readClaim(epoch int32, known bool) (c *Claim, found bool, err 
 	}
 	return &cl, true, nil
 }
+
+// CurrentClaim reads the highest controller claim, for readers that do not
+// campaign (kaasctl). ok is false when there is no claim yet, or when the
+// highest one is empty or torn (a controller is then being decided).
+func CurrentClaim(fsys volume.FS, clusterDir string) (c Claim, ok bool, err error) {
+	ents, err := fsys.ReadDir(path.Join(clusterDir, ControllerDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Claim{}, false, nil
+	}
+	if err != nil {
+		return Claim{}, false, fmt.Errorf("list controller claims: %w", err)
+	}
+	top := int32(-1)
+	for _, en := range ents {
+		if n, isClaim := parseNumbered(en.Name()); isClaim && n > top {
+			top = n
+		}
+	}
+	if top < 0 {
+		return Claim{}, false, nil
+	}
+	b, err := readKnown(fsys, ClaimPath(clusterDir, top))
+	if err != nil {
+		return Claim{}, false, fmt.Errorf("read controller claim %d: %w", top, err)
+	}
+	if json.Unmarshal(b, &c) != nil || c.Epoch != top {
+		return Claim{Epoch: top}, false, nil
+	}
+	return c, true, nil
+}
