@@ -12,6 +12,7 @@ import (
 
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/faultfs"
+	"github.com/kaas-dev/kaas/volume/memfs"
 )
 
 // batchesByBase reads the whole log below the high watermark and returns
@@ -190,44 +191,23 @@ func TestCrashAtEveryMutation(t *testing.T) {
 		return acked, l.Close()
 	}
 
-	// Count the mutating operations of a clean run.
-	clean := faultfs.New(newMemFS(t), nil)
-	if _, err := workload(clean, newFakeClock()); err != nil {
-		t.Fatalf("clean run: %v", err)
-	}
-	n := clean.MutatingOps()
-	if n < 20 {
-		t.Fatalf("only %d mutating ops in the workload", n)
-	}
-	for i := 0; i < n; i++ {
-		for _, after := range []bool{false, true} {
-			t.Run(fmt.Sprintf("op%d/after=%v", i, after), func(t *testing.T) {
-				mem := newMemFS(t)
-				clk := newFakeClock()
-				ffs := faultfs.New(mem, faultfs.CrashAtMutating(i, after))
-				acked, _ := workload(ffs, clk)
-				if !ffs.Crashed() {
-					t.Fatalf("workload did not reach mutating op %d", i)
-				}
-				disk := mem.CrashClone()
-				for _, epoch := range []int32{1, 2} {
-					l, err := Open(disk, testDir, Config{Epoch: epoch, SegmentBytes: 1500, IndexIntervalBytes: 200, Now: clk.Now, Logger: logr.Discard()})
-					if err != nil {
-						t.Fatalf("Open after crash at op %d (epoch %d): %v", i, epoch, err)
-					}
-					checkAcked(t, l, acked, fmt.Sprintf("crash at mutating op %d, reopened at epoch %d", i, epoch))
-					res, err := l.Append(batch(1, 10, 1))
-					if err == nil {
-						err = l.Sync(context.Background(), res.LastOffset)
-					}
-					if err != nil {
-						t.Fatalf("append after recovery: %v", err)
-					}
-					if err := l.Close(); err != nil {
-						t.Fatal(err)
-					}
-				}
-			})
+	crashSweep(t, 20, workload, func(t *testing.T, disk *memfs.FS, clk *fakeClock, acked map[int64][]byte, i int) {
+		for _, epoch := range []int32{1, 2} {
+			l, err := Open(disk, testDir, Config{Epoch: epoch, SegmentBytes: 1500, IndexIntervalBytes: 200, Now: clk.Now, Logger: logr.Discard()})
+			if err != nil {
+				t.Fatalf("Open after crash at op %d (epoch %d): %v", i, epoch, err)
+			}
+			checkAcked(t, l, acked, fmt.Sprintf("crash at mutating op %d, reopened at epoch %d", i, epoch))
+			res, err := l.Append(batch(1, 10, 1))
+			if err == nil {
+				err = l.Sync(context.Background(), res.LastOffset)
+			}
+			if err != nil {
+				t.Fatalf("append after recovery: %v", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
+	})
 }

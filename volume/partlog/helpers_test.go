@@ -2,6 +2,7 @@ package partlog
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-logr/logr/testr"
 
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/faultfs"
 	"github.com/kaas-dev/kaas/volume/memfs"
 	"github.com/kaas-dev/kaas/volume/partlog/partlogtest"
 )
@@ -206,5 +208,37 @@ func appendRaw(t testing.TB, fsys volume.FS, name string, data []byte) {
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// crashSweep runs workload once on a clean faultfs over memfs to count its
+// mutating operations (at least minOps), then once per operation with a
+// crash before and after it, and hands check the crash clone of what was
+// on disk, the workload's clock and what it acknowledged before dying.
+func crashSweep(t *testing.T, minOps int,
+	workload func(volume.FS, *fakeClock) (map[int64][]byte, error),
+	check func(t *testing.T, disk *memfs.FS, clk *fakeClock, acked map[int64][]byte, op int)) {
+	t.Helper()
+	clean := faultfs.New(newMemFS(t), nil)
+	if _, err := workload(clean, newFakeClock()); err != nil {
+		t.Fatalf("clean run: %v", err)
+	}
+	n := clean.MutatingOps()
+	if n < minOps {
+		t.Fatalf("only %d mutating ops in the workload", n)
+	}
+	for i := 0; i < n; i++ {
+		for _, after := range []bool{false, true} {
+			t.Run(fmt.Sprintf("op%d/after=%v", i, after), func(t *testing.T) {
+				mem := newMemFS(t)
+				clk := newFakeClock()
+				ffs := faultfs.New(mem, faultfs.CrashAtMutating(i, after))
+				acked, _ := workload(ffs, clk)
+				if !ffs.Crashed() {
+					t.Fatalf("workload did not reach mutating op %d", i)
+				}
+				check(t, mem.CrashClone(), clk, acked, i)
+			})
+		}
 	}
 }

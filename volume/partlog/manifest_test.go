@@ -18,6 +18,7 @@ import (
 
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/faultfs"
+	"github.com/kaas-dev/kaas/volume/memfs"
 )
 
 // gateFS holds the next manifest write (the exclusive create of its temp
@@ -461,36 +462,16 @@ func TestCrashAtEveryMutationAcrossTakeover(t *testing.T) {
 		return acked, l2.Close()
 	}
 
-	clean := faultfs.New(newMemFS(t), nil)
-	if _, err := workload(clean, newFakeClock()); err != nil {
-		t.Fatalf("clean run: %v", err)
-	}
-	n := clean.MutatingOps()
-	if n < 40 {
-		t.Fatalf("only %d mutating ops in the workload", n)
-	}
-	for i := 0; i < n; i++ {
-		for _, after := range []bool{false, true} {
-			t.Run(fmt.Sprintf("op%d/after=%v", i, after), func(t *testing.T) {
-				mem := newMemFS(t)
-				clk := newFakeClock()
-				ffs := faultfs.New(mem, faultfs.CrashAtMutating(i, after))
-				acked, _ := workload(ffs, clk)
-				if !ffs.Crashed() {
-					t.Fatalf("workload did not reach mutating op %d", i)
-				}
-				disk := mem.CrashClone()
-				l, err := Open(disk, testDir, Config{Epoch: 3, SegmentBytes: 1200, IndexIntervalBytes: 200, Now: clk.Now, Logger: logr.Discard()})
-				if err != nil {
-					t.Fatalf("Open after crash at op %d: %v", i, err)
-				}
-				checkAcked(t, l, acked, fmt.Sprintf("crash at mutating op %d, reopened at epoch 3", i))
-				appendAcked(t, l, acked, 1, 10, 1)
-				mustClose(t, l)
-				if got := manifestFiles(t, disk); !slices.Equal(got, []string{manifestName(3)}) {
-					t.Fatalf("manifests after epoch 3 = %v", got)
-				}
-			})
+	crashSweep(t, 40, workload, func(t *testing.T, disk *memfs.FS, clk *fakeClock, acked map[int64][]byte, i int) {
+		l, err := Open(disk, testDir, Config{Epoch: 3, SegmentBytes: 1200, IndexIntervalBytes: 200, Now: clk.Now, Logger: logr.Discard()})
+		if err != nil {
+			t.Fatalf("Open after crash at op %d: %v", i, err)
 		}
-	}
+		checkAcked(t, l, acked, fmt.Sprintf("crash at mutating op %d, reopened at epoch 3", i))
+		appendAcked(t, l, acked, 1, 10, 1)
+		mustClose(t, l)
+		if got := manifestFiles(t, disk); !slices.Equal(got, []string{manifestName(3)}) {
+			t.Fatalf("manifests after epoch 3 = %v", got)
+		}
+	})
 }
