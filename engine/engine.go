@@ -104,6 +104,10 @@ type Engine struct {
 	controller int32
 	heartbeats map[int32]cluster.Heartbeat
 	reopen     map[string]reopenRequest // by openKey
+	// fenced records, by openKey, the leader epoch this incarnation last
+	// wrote into a partition's fence: only then may it open at an epoch
+	// equal to the fence (a retry of its own open).
+	fenced map[string]int32
 }
 
 type topic struct {
@@ -158,6 +162,7 @@ func New(cfg Config) (*Engine, error) {
 		controller:  -1,
 		heartbeats:  map[int32]cluster.Heartbeat{},
 		reopen:      map[string]reopenRequest{},
+		fenced:      map[string]int32{},
 	}
 	e.hb = cluster.NewHeartbeater(e.fsys, cfg.ClusterDir, cluster.Heartbeat{BrokerID: cfg.BrokerID,
 		KafkaAddr: cfg.KafkaAddr, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation})
@@ -474,6 +479,19 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 	if fence > epoch {
 		return nil, fmt.Errorf("stale assignment: fence of %s/%d holds leader epoch %d, assigned %d", spec.Name, index, fence, epoch)
 	}
+	key := openKey(spec.Name, index, spec.ID)
+	e.clMu.Lock()
+	ours := e.fenced[key] == epoch && fence == epoch
+	if fence == epoch && !ours {
+		// Another writer already holds exactly this epoch (an assignment
+		// computed from a stale one can repeat an epoch): two writers must
+		// never share one. Ask the controller for a new epoch instead.
+		e.reopen[key] = reopenRequest{topicID: spec.ID, index: index, epoch: epoch}
+		e.clMu.Unlock()
+		return nil, fmt.Errorf("leader epoch %d of %s/%d is already held by another writer: asking for a new one", epoch, spec.Name, index)
+	}
+	e.fenced[key] = epoch // partlog.Open writes the fence first
+	e.clMu.Unlock()
 	start := time.Now()
 	lg, err := partlog.Open(e.fsys, dir, partlog.Config{
 		Epoch:              epoch,

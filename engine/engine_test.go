@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"strings"
@@ -490,5 +491,34 @@ func TestWatchersHearOnlyTheirPartition(t *testing.T) {
 	}
 	if heard(ch0) {
 		t.Fatal("an unwatched channel was told")
+	}
+}
+
+// TestNeverShareAnEpochWithAnotherWriter: a fence that already holds the
+// assigned epoch, written by someone else, means the assignment repeats an
+// epoch; the broker must not open there but ask for a new epoch. A retry of
+// its own open at the epoch it wrote is fine.
+func TestNeverShareAnEpochWithAnotherWriter(t *testing.T) {
+	ctx := safety(t)
+	fsys := memfs.New()
+	e := startEngine(t, fsys)
+	spec, err := e.CreateTopic(CreateTopicRequest{Name: "x", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustServing(t, ctx, e.Engine, "x")
+	epoch := mustPartition(t, e.Engine, "x", 0).Epoch()
+	dir := states.PartitionDir(testData, "x", 0)
+	foreign := epoch + 5
+	if err := volume.WriteFileAtomic(fsys, path.Join(dir, "fence"), []byte(fmt.Sprint(foreign))); err != nil {
+		t.Fatal(err)
+	}
+	rec := &states.Record{}
+	if p, err := e.openPartition(spec, 0, foreign, rec); err == nil {
+		_ = p.close()
+		t.Fatal("opened at an epoch another writer's fence already holds")
+	}
+	if r, ok := e.pendingReopen(spec.ID, "x", 0); !ok || r.epoch != foreign {
+		t.Fatalf("no request for a new epoch: %+v %v", r, ok)
 	}
 }
