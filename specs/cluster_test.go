@@ -75,11 +75,11 @@ func clusterMetadata(ctx context.Context, b *Broker, topics []string) ([]int32, 
 // leader epochs with no acknowledged record lost or duplicated.
 var _ = Describe("three brokers on one volume", Label("cluster"), func() {
 	It("assigns each partition one owner and fails over a SIGKILLed broker", func(ctx SpecContext) {
-		dir := GinkgoT().TempDir()
+		dirs := SharedDataDirs(3)
 		brokers := []*Broker{
-			StartBroker(dir, WithBrokerID(1)),
-			StartBroker(dir, WithBrokerID(2)),
-			StartBroker(dir, WithBrokerID(3)),
+			StartBroker(dirs[0], WithBrokerID(1)),
+			StartBroker(dirs[1], WithBrokerID(2)),
+			StartBroker(dirs[2], WithBrokerID(3)),
 		}
 		topics := []string{UniqueName("cluster-a"), UniqueName("cluster-b")}
 		adm := NewAdmin(brokers[1])

@@ -117,6 +117,7 @@ type Broker struct {
 	state  *os.ProcessState
 	logF   *os.File
 	starts int
+	paused bool
 }
 
 // BrokerOpt adjusts a broker before its first start.
@@ -314,6 +315,27 @@ func (b *Broker) Kill9() {
 	Expect(b.waitExit(30*time.Second)).To(BeTrue(), "broker did not die after SIGKILL")
 }
 
+// Pause stops the broker with SIGSTOP: it keeps its files and sockets open
+// but runs no code, as a broker stuck in a long pause or a partition from
+// the volume would. Resume continues it.
+func (b *Broker) Pause() {
+	GinkgoHelper()
+	Expect(b.Running()).To(BeTrue(), "Pause: broker is not running")
+	b.mu.Lock()
+	b.paused = true
+	b.mu.Unlock()
+	b.signal(syscall.SIGSTOP)
+}
+
+// Resume continues a broker stopped by Pause.
+func (b *Broker) Resume() {
+	GinkgoHelper()
+	b.signal(syscall.SIGCONT)
+	b.mu.Lock()
+	b.paused = false
+	b.mu.Unlock()
+}
+
 // Stop sends SIGTERM and expects a graceful exit with status 0 within 30s.
 func (b *Broker) Stop() {
 	GinkgoHelper()
@@ -373,6 +395,12 @@ func (b *Broker) LogTail(n int64) string {
 // cleanup runs at the end of the node that started the broker.
 func (b *Broker) cleanup() {
 	failed := CurrentSpecReport().Failed()
+	b.mu.Lock()
+	paused := b.paused
+	b.mu.Unlock()
+	if paused && b.Running() {
+		b.signal(syscall.SIGCONT)
+	}
 	if b.Running() {
 		b.signal(syscall.SIGTERM)
 		if !b.waitExit(30 * time.Second) {
@@ -389,6 +417,33 @@ func (b *Broker) cleanup() {
 		AddReportEntry("broker log "+b.LogPath, b.LogTail(16<<10))
 	}
 	_ = b.logF.Close()
+}
+
+// SharedDataDirs returns n paths to one fresh data directory, one per
+// broker. By default they are all the same local temp directory. With
+// KAAS_SPECS_MOUNTS set to n or more comma-separated mount points of one
+// shared filesystem (for example one FUSE mount of a GlusterFS volume per
+// broker), broker i gets <mount i>/<fresh name>: the same directory seen
+// through a different client, as brokers on different hosts see it.
+func SharedDataDirs(n int) []string {
+	GinkgoHelper()
+	mounts := strings.FieldsFunc(os.Getenv("KAAS_SPECS_MOUNTS"), func(r rune) bool { return r == ',' })
+	dirs := make([]string, n)
+	if len(mounts) == 0 {
+		dir := GinkgoT().TempDir()
+		for i := range dirs {
+			dirs[i] = dir
+		}
+		return dirs
+	}
+	Expect(len(mounts)).To(BeNumerically(">=", n), "KAAS_SPECS_MOUNTS names %d mount points, the spec needs %d", len(mounts), n)
+	name := UniqueName("specs")
+	for i := range dirs {
+		dirs[i] = filepath.Join(mounts[i], name)
+	}
+	Expect(os.MkdirAll(dirs[0], 0o755)).To(Succeed())
+	DeferCleanup(func() { _ = os.RemoveAll(dirs[0]) })
+	return dirs
 }
 
 // ---------------------------------------------------------------------------
