@@ -108,6 +108,9 @@ type Engine struct {
 	// wrote into a partition's fence: only then may it open at an epoch
 	// equal to the fence (a retry of its own open).
 	fenced map[string]int32
+	// written is the last assignment this broker wrote as controller
+	// (only the cluster loop touches it).
+	written *cluster.Assignment
 }
 
 type topic struct {
@@ -435,12 +438,22 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 			e.log.Error(err, "close failed partition", "topic", spec.Name, "partition", index)
 		}
 	}
-	if rec.State == "recovered" || rec.State == "serving" {
+	key := openKey(spec.Name, index, spec.ID)
+	switch rec.State {
+	case "recovered", "serving":
 		rec.State = "stamped" // handles belong to a process; this one holds none
+	case "fenced":
+		e.clMu.RLock()
+		ours := e.fenced[key] == epoch
+		e.clMu.RUnlock()
+		if rec.Epoch != epoch || !ours {
+			rec.State = "stamped" // fenced for another epoch, or by another process
+		}
 	}
 	rec.Owner = e.owner
 	var opened *Partition
 	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index,
+		func(ctx context.Context) error { return e.claimFence(spec, index, epoch, rec) },
 		func(ctx context.Context) error {
 			p, err := e.openPartition(spec, index, epoch, rec)
 			if err != nil {
@@ -466,18 +479,19 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 	return err
 }
 
-// openPartition opens the log under the assigned leader epoch and rebuilds
-// the producer state from the newest snapshot plus the log after it. A
-// fence above that epoch means the assignment this broker read is stale:
-// the open fails and is retried when a newer one arrives.
-func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.Record) (*Partition, error) {
+// claimFence is the fence step of a partition's open (its takeover): it
+// writes the assigned leader epoch to the partition's fence before anything
+// of the old tail is read. A fence above that epoch means the assignment
+// this broker read is stale: the step fails and is retried when a newer one
+// arrives.
+func (e *Engine) claimFence(spec TopicSpec, index, epoch int32, rec *states.Record) error {
 	dir := states.PartitionDir(e.cfg.DataDir, spec.Name, index)
 	fence, err := partlog.ReadFence(e.fsys, dir)
 	if err != nil {
-		return nil, fmt.Errorf("read fence: %w", err)
+		return fmt.Errorf("read fence: %w", err)
 	}
 	if fence > epoch {
-		return nil, fmt.Errorf("stale assignment: fence of %s/%d holds leader epoch %d, assigned %d", spec.Name, index, fence, epoch)
+		return fmt.Errorf("stale assignment: fence of %s/%d holds leader epoch %d, assigned %d", spec.Name, index, fence, epoch)
 	}
 	key := openKey(spec.Name, index, spec.ID)
 	e.clMu.Lock()
@@ -488,10 +502,33 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 		// never share one. Ask the controller for a new epoch instead.
 		e.reopen[key] = reopenRequest{topicID: spec.ID, index: index, epoch: epoch}
 		e.clMu.Unlock()
-		return nil, fmt.Errorf("leader epoch %d of %s/%d is already held by another writer: asking for a new one", epoch, spec.Name, index)
+		return fmt.Errorf("leader epoch %d of %s/%d is already held by another writer: asking for a new one", epoch, spec.Name, index)
 	}
-	e.fenced[key] = epoch // partlog.Open writes the fence first
+	e.fenced[key] = epoch
 	e.clMu.Unlock()
+	prev, err := partlog.ClaimFence(e.fsys, dir, epoch)
+	if err != nil {
+		return fmt.Errorf("claim fence of %s/%d at leader epoch %d: %w", spec.Name, index, epoch, err)
+	}
+	if !ours {
+		rec.FencedFrom = &prev
+	}
+	rec.Epoch = epoch
+	if prev < epoch && prev >= 0 {
+		e.log.Info("took over partition", "topic", spec.Name, "partition", index, "fromEpoch", prev, "epoch", epoch)
+	}
+	return nil
+}
+
+// openPartition opens the log under the leader epoch the fence step claimed
+// and rebuilds the producer state from the newest snapshot plus the log
+// after it.
+func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.Record) (*Partition, error) {
+	dir := states.PartitionDir(e.cfg.DataDir, spec.Name, index)
+	var previous []int32
+	if rec.FencedFrom != nil {
+		previous = append(previous, *rec.FencedFrom)
+	}
 	start := time.Now()
 	lg, err := partlog.Open(e.fsys, dir, partlog.Config{
 		Epoch:              epoch,
@@ -499,6 +536,7 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 		SegmentAge:         time.Duration(spec.configInt("segment.ms")) * time.Millisecond,
 		MaxBatchBytes:      int32(spec.configInt("max.message.bytes")),
 		CheckpointInterval: e.cfg.CheckpointInterval,
+		PreviousEpochs:     previous,
 		Now:                e.cfg.Now,
 		Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
 	})
@@ -511,7 +549,6 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 		_ = lg.Close()
 		return nil, err
 	}
-	rec.Epoch = epoch
 	p := &Partition{Topic: spec.Name, Index: index, TopicID: spec.ID, fsys: e.fsys, dir: dir, log: lg,
 		producers: ps, onFailure: e.partitionFailed,
 		logger: e.log.WithValues("topic", spec.Name, "partition", index)}

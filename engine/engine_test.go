@@ -514,9 +514,8 @@ func TestNeverShareAnEpochWithAnotherWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &states.Record{}
-	if p, err := e.openPartition(spec, 0, foreign, rec); err == nil {
-		_ = p.close()
-		t.Fatal("opened at an epoch another writer's fence already holds")
+	if err := e.claimFence(spec, 0, foreign, rec); err == nil {
+		t.Fatal("fenced at an epoch another writer's fence already holds")
 	}
 	if r, ok := e.pendingReopen(spec.ID, "x", 0); !ok || r.epoch != foreign {
 		t.Fatalf("no request for a new epoch: %+v %v", r, ok)

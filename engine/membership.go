@@ -112,6 +112,17 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 	if err != nil {
 		prev = nil
 	}
+	switch {
+	case prev != nil && prev.ControllerEpoch > epoch:
+		return nil // a newer controller wrote it: the next Campaign steps down
+	case e.written != nil && e.written.ControllerEpoch == epoch && (prev == nil || prev.ControllerEpoch < epoch):
+		// A deposed controller's late write replaced ours (or the file is
+		// unreadable): carry on from what this controller wrote, so no
+		// leader epoch it handed out is handed out again.
+		e.log.Info("assignment file is not this controller's last write; rewriting it",
+			"controllerEpoch", epoch, "found", controllerEpochOf(prev))
+		prev = e.written
+	}
 	var topics []cluster.Topic
 	names := map[string]string{}
 	e.mu.RLock()
@@ -175,18 +186,27 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 			}
 		}
 	}
-	if prev != nil && reflect.DeepEqual(prev, next) {
+	if prev != nil && reflect.DeepEqual(prev, next) && prev != e.written {
 		return nil
 	}
 	ok, err := e.elector.Verify()
 	if err != nil || !ok {
 		return err
 	}
+	// Remembered before the write: a write that fails may have landed.
+	e.written = next
 	if err := cluster.WriteAssignment(e.fsys, e.cfg.ClusterDir, next); err != nil {
 		return err
 	}
 	e.log.V(1).Info("assignment written", "controllerEpoch", epoch, "live", len(live), "topics", len(next.Topics))
 	return nil
+}
+
+func controllerEpochOf(a *cluster.Assignment) int32 {
+	if a == nil {
+		return -1
+	}
+	return a.ControllerEpoch
 }
 
 // applyAssignment installs a newly read assignment and enqueues the topics
@@ -367,6 +387,35 @@ func (e *Engine) ControllerID() int32 {
 	e.clMu.RLock()
 	defer e.clMu.RUnlock()
 	return e.controller
+}
+
+// ControllerFor returns the broker a client in zone should send controller
+// requests to (CreateTopics, DeleteTopics and the like), or -1 if none is
+// known. Any kaas broker serves those: they only write desired state to the
+// shared volume, which the elected controller then drives. So a client that
+// names its zone gets a live broker in that zone, chosen by rendezvous
+// hashing of the cluster ID over the zone's brokers (stable while they do
+// not change, and the same answer from every broker); with no zone, or no
+// live broker in it, it gets the elected controller.
+func (e *Engine) ControllerFor(zone string) int32 {
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	if zone != "" {
+		if id := cluster.Assign(e.clusterID, 0, e.live, zone); id >= 0 && e.zoneOfLocked(id) == zone {
+			return id
+		}
+	}
+	return e.controller
+}
+
+// zoneOfLocked returns the zone of live broker id.
+func (e *Engine) zoneOfLocked(id int32) string {
+	for _, b := range e.live {
+		if b.ID == id {
+			return b.Zone
+		}
+	}
+	return ""
 }
 
 // isController reports whether this broker is the controller now.

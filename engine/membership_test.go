@@ -2,11 +2,15 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/memfs"
@@ -14,7 +18,12 @@ import (
 
 func startMember(t *testing.T, fsys volume.FS, id int32) *running {
 	t.Helper()
-	e, err := New(Config{FS: fsys, DataDir: testData, ClusterDir: testCluster, BrokerID: id,
+	return startZonedMember(t, fsys, id, "")
+}
+
+func startZonedMember(t *testing.T, fsys volume.FS, id int32, zone string) *running {
+	t.Helper()
+	e, err := New(Config{FS: fsys, DataDir: testData, ClusterDir: testCluster, BrokerID: id, Zone: zone,
 		HeartbeatInterval: 10 * time.Millisecond, Lease: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +156,99 @@ func TestTwoBrokersSharePartitionsAndFailOver(t *testing.T) {
 			if _, err := e.Partition("shared", p); err == nil {
 				t.Fatalf("broker %d still serves partition %d of a deleted topic", e.BrokerID(), p)
 			}
+		}
+	}
+}
+
+func TestControllerForRoutesZonedClientsInZone(t *testing.T) {
+	ctx := safety(t)
+	fsys := memfs.New()
+	es := []*running{startZonedMember(t, fsys, 1, "a"), startZonedMember(t, fsys, 2, "a"), startZonedMember(t, fsys, 3, "b")}
+	poll(t, ctx, "all three live and one controller", func() error {
+		for _, e := range es {
+			if len(e.Brokers()) != 3 || e.ControllerID() < 0 || e.ControllerID() != es[0].ControllerID() {
+				return errors.New("not settled")
+			}
+		}
+		return nil
+	})
+	ctrl := es[0].ControllerID()
+	inA := es[0].ControllerFor("a")
+	for _, tc := range []struct {
+		zone string
+		ok   func(int32) bool
+	}{
+		{"", func(id int32) bool { return id == ctrl }},
+		{"a", func(id int32) bool { return id == 1 || id == 2 }},
+		{"b", func(id int32) bool { return id == 3 }},
+		{"nowhere", func(id int32) bool { return id == ctrl }},
+	} {
+		for _, e := range es {
+			got := e.ControllerFor(tc.zone)
+			if !tc.ok(got) {
+				t.Errorf("broker %d: ControllerFor(%q) = %d", e.BrokerID(), tc.zone, got)
+			}
+			if tc.zone == "a" && got != inA {
+				t.Errorf("broker %d names %d for zone a, broker 1 names %d", e.BrokerID(), got, inA)
+			}
+		}
+	}
+}
+
+// TestControllerOverwritesADeposedControllersLateWrite: an assignment
+// written late by an older controller epoch (its controller was deposed
+// between its check and its write) is neither obeyed nor built upon: the
+// controller rewrites its own last assignment, and no leader epoch goes
+// back.
+func TestControllerOverwritesADeposedControllersLateWrite(t *testing.T) {
+	ctx := safety(t)
+	fsys := memfs.New()
+	e := startMember(t, fsys, 1)
+	spec, err := e.CreateTopic(CreateTopicRequest{Name: "late", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before *cluster.Assignment
+	poll(t, ctx, "serving", func() error {
+		if _, _, err := owners("late", 2, e.Engine); err != nil {
+			return err
+		}
+		before, err = cluster.ReadAssignment(fsys, testCluster)
+		return err
+	})
+	if before.ControllerEpoch < 1 || before.Topics[spec.ID][0].LeaderEpoch < 1 {
+		t.Fatalf("assignment %+v", before)
+	}
+	// The late write: an older controller epoch, whose epochs are lower.
+	late := cluster.Assignment{ControllerEpoch: before.ControllerEpoch - 1, Topics: map[string][]cluster.PartitionOwner{}}
+	for _, o := range before.Topics[spec.ID] {
+		o.LeaderEpoch = 0
+		late.Topics[spec.ID] = append(late.Topics[spec.ID], o)
+	}
+	b, err := json.Marshal(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := volume.WriteFileAtomic(fsys, cluster.AssignmentPath(testCluster), b); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "the controller's assignment back in place", func() error {
+		now, err := cluster.ReadAssignment(fsys, testCluster)
+		if err != nil {
+			return err
+		}
+		if now.ControllerEpoch != before.ControllerEpoch {
+			return fmt.Errorf("controller epoch %d", now.ControllerEpoch)
+		}
+		if !reflect.DeepEqual(now.Topics, before.Topics) {
+			t.Fatalf("assignment after the late write %+v, before %+v", now.Topics, before.Topics)
+		}
+		return nil
+	})
+	for p := range int32(2) {
+		part, err := e.Partition("late", p)
+		if err != nil || part.Epoch() != before.Topics[spec.ID][p].LeaderEpoch {
+			t.Fatalf("partition %d: %v, epoch changed", p, err)
 		}
 	}
 }

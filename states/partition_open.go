@@ -11,15 +11,27 @@ import (
 	"github.com/kaas-dev/kaas/volume"
 )
 
-// PartitionOpen brings one partition to `serving`: its directory exists, the
-// topic directory carries this incarnation's stamp, the log is open with its
-// tail recovered and its index consistent, and the owner routes requests to it.
+// PartitionOpen brings one partition to `serving` at the leader epoch the
+// assignment gives this broker: its directory exists, the topic directory
+// carries this incarnation's stamp, the partition's fence holds the epoch,
+// the log is open with the old tail recovered and sealed and a segment of
+// the new epoch started, and the owner routes requests to it.
 //
-//	pending --make-dir--> dir-ready --stamp--> stamped --recover--> recovered --serve--> serving
+//	pending --make-dir--> dir-ready --stamp--> stamped --fence--> fenced
+//	        --recover--> recovered --serve--> serving
 //
-// `recovered` and `serving` describe handles held by a process: after a
-// restart the engine treats a record in either as `stamped`, since nothing is
-// open any more (level-triggered: the state is observed, not remembered).
+// It is also the takeover machine (DESIGN.md §4): when another broker wrote
+// the partition before, `fence` is the step that stops it. The fence is
+// written before anything of the old tail is read, so the old writer can
+// acknowledge nothing more (it re-reads the fence every group-commit
+// round), and `recover` then reads a tail that no longer grows except by
+// unacknowledged zombie bytes, which recovery seals away.
+//
+// `fenced` holds for one epoch: the engine starts again from `stamped` when
+// the record names another epoch than the one assigned. `recovered` and
+// `serving` describe handles held by a process: after a restart the engine
+// treats a record in either as `stamped`, since nothing is open any more
+// (level-triggered: the state is observed, not remembered).
 var PartitionOpen = Definition{
 	Kind:    "partition-open",
 	Initial: "pending",
@@ -27,7 +39,8 @@ var PartitionOpen = Definition{
 	Steps: []Step{
 		{From: "pending", Event: "make-dir", To: "dir-ready"},
 		{From: "dir-ready", Event: "stamp", To: "stamped"},
-		{From: "stamped", Event: "recover", To: "recovered"},
+		{From: "stamped", Event: "fence", To: "fenced"},
+		{From: "fenced", Event: "recover", To: "recovered"},
 		{From: "recovered", Event: "serve", To: "serving"},
 	},
 }
@@ -43,9 +56,11 @@ type Stamp struct {
 var ErrStampMismatch = errors.New("topic directory belongs to another incarnation")
 
 // PartitionOpenActions are the actions of PartitionOpen for one partition.
-// Recover opens the log (and producer state) and Serve publishes it; both are
-// supplied by the engine, which holds the handles.
-func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partition int32, recoverFn, serveFn Action) Actions {
+// Fence claims the partition's fence (partlog.ClaimFence) at the assigned
+// epoch, Recover opens the log (and producer state) and Serve publishes it;
+// all three are supplied by the engine, which knows the epoch and holds the
+// handles.
+func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partition int32, fenceFn, recoverFn, serveFn Action) Actions {
 	return Actions{
 		"make-dir": func(ctx context.Context) error {
 			return volume.MkdirAllSync(fsys, PartitionDir(dataDir, topic, partition))
@@ -53,6 +68,7 @@ func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partit
 		"stamp": func(ctx context.Context) error {
 			return EnsureStamp(fsys, dataDir, topic, topicID)
 		},
+		"fence":   fenceFn,
 		"recover": recoverFn,
 		"serve":   serveFn,
 	}

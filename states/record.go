@@ -26,8 +26,13 @@ type Record struct {
 	Owner     string    `json:"owner"`
 	// TopicID names the incarnation the record belongs to.
 	TopicID string `json:"topicID,omitempty"`
-	// Epoch is the leader epoch a partition was opened with.
+	// Epoch is the leader epoch a partition was fenced and opened with.
 	Epoch int32 `json:"epoch,omitempty"`
+	// FencedFrom is the epoch the partition's fence held before this
+	// opener claimed it (-1: no fence, a new partition), kept so that
+	// recovery reads that writer's manifest even when a stale listing
+	// hides it.
+	FencedFrom *int32 `json:"fencedFrom,omitempty"`
 }
 
 // StatusDir is where records live under the cluster directory.

@@ -67,12 +67,25 @@ func partitionOpenScenario() sweepScenario {
 		setup:  func(t *testing.T, fsys volume.FS) {},
 		bind: func(fsys volume.FS) *run {
 			r := &run{}
-			recoverFn := func(ctx context.Context) error {
+			fenceFn := func(ctx context.Context) error {
 				fence, err := partlog.ReadFence(fsys, dir)
 				if err != nil {
 					return err
 				}
-				epoch := max(fence, 0) + 1 // above the fence, as the engine opens it
+				// Above the fence, as the engine's assignment gives it.
+				_, err = partlog.ClaimFence(fsys, dir, max(fence, 0)+1)
+				return err
+			}
+			recoverFn := func(ctx context.Context) error {
+				// The fence holds the epoch the fence step claimed: nobody
+				// else writes it in this scenario.
+				epoch, err := partlog.ReadFence(fsys, dir)
+				if err != nil {
+					return err
+				}
+				if epoch < 1 {
+					return errors.New("recover before the fence was claimed")
+				}
 				lg, err := partlog.Open(fsys, dir, partlog.Config{Epoch: epoch, Now: sweepNow})
 				if err != nil {
 					return err
@@ -90,7 +103,7 @@ func partitionOpenScenario() sweepScenario {
 				r.served = true
 				return nil
 			}
-			r.acts = states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, recoverFn, serveFn)
+			r.acts = states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, fenceFn, recoverFn, serveFn)
 			return r
 		},
 		// As the engine does: recovered and serving name handles held by a

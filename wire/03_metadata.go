@@ -3,8 +3,11 @@ package wire
 // Metadata: versions 0-12.
 //
 // Behavior:
-// * Brokers are the live brokers seen in heartbeats (zone as rack); the
-//   controller is the current controller (-1 while none is known).
+// * Brokers are the live brokers seen in heartbeats (zone as rack). The
+//   controller named is where the client should send controller requests:
+//   for a client that names its zone (client.id containing kaas_az=<zone>)
+//   a live broker in that zone, else the elected controller (-1 while none
+//   is known). Any kaas broker serves controller requests.
 // * Each partition's leader, sole replica and sole in-sync replica is its
 //   assigned owner, with the assigned leader epoch. A partition whose owner
 //   is not live or does not serve it yet (opening, recovering) has no
@@ -31,10 +34,10 @@ import (
 
 func handleMetadata(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.MetadataRequest)
-	c.async(r, func() { r.finish(c.s.metadata(c.ctx, req)) })
+	c.async(r, func() { r.finish(c.s.metadata(c.ctx, req, r.zone)) })
 }
 
-func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone string) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	for _, bi := range s.eng.Brokers() {
 		b := kmsg.NewMetadataResponseBroker()
@@ -50,7 +53,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) *kmsg.
 	}
 	cid := s.eng.ClusterID()
 	resp.ClusterID = &cid
-	resp.ControllerID = s.eng.ControllerID()
+	resp.ControllerID = s.eng.ControllerFor(zone)
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {

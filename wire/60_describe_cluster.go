@@ -4,7 +4,8 @@ package wire
 //
 // Behavior:
 // * The live brokers seen in heartbeats (zone as rack), the cluster ID, and
-//   the current controller (-1 while none is known).
+//   the controller as Metadata names it (in the client's zone if it names
+//   one).
 //
 // Version notes:
 // * v1: EndpointType; only brokers (1) are described, controllers (2) get
@@ -27,7 +28,7 @@ func handleDescribeCluster(c *conn, kreq kmsg.Request, r *reply) {
 	}
 	resp.EndpointType = 1
 	resp.ClusterID = c.s.eng.ClusterID()
-	resp.ControllerID = c.s.eng.ControllerID()
+	resp.ControllerID = c.s.eng.ControllerFor(r.zone)
 	for _, bi := range c.s.eng.Brokers() {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port = bi.ID, bi.Host, bi.Port

@@ -36,13 +36,15 @@ type conn struct {
 	stopping chan struct{}
 
 	clientID string
+	zone     string // clientZone(clientID)
 }
 
 type reply struct {
 	key      int16
 	version  int16
 	corr     int32
-	flexible bool // response header carries tags (never for ApiVersions)
+	zone     string // the client's zone, from its client.id (clientZone)
+	flexible bool   // response header carries tags (never for ApiVersions)
 	done     chan struct{}
 	resp     kmsg.Response // nil: send nothing (acks=0 produce)
 	fatal    error         // close the connection instead of answering
@@ -160,10 +162,11 @@ func (c *conn) dispatch(frame []byte) (err error) {
 	if err != nil {
 		return err
 	}
-	if hdr.clientID != nil {
+	if hdr.clientID != nil && *hdr.clientID != c.clientID {
 		c.clientID = *hdr.clientID
+		c.zone = clientZone(c.clientID)
 	}
-	r := &reply{key: hdr.key, version: hdr.version, corr: hdr.corr, done: make(chan struct{})}
+	r := &reply{key: hdr.key, version: hdr.version, corr: hdr.corr, zone: c.zone, done: make(chan struct{})}
 	h, known := handlers[kmsg.Key(hdr.key)]
 	if !known {
 		return fmt.Errorf("unsupported api key %d", hdr.key)

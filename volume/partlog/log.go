@@ -48,8 +48,13 @@ type Config struct {
 	MaxBatchBytes      int32         // max.message.bytes
 	IndexIntervalBytes int32         // bytes between sparse index entries
 	CheckpointInterval time.Duration // how often a sync round also advances the manifest checkpoint
-	Now                func() time.Time
-	Logger             logr.Logger
+	// PreviousEpochs are epochs whose manifests Open reads even when the
+	// directory listing (possibly stale on a shared volume) does not show
+	// them: the epoch the fence held before a separate ClaimFence, which
+	// Open can no longer learn from the fence itself.
+	PreviousEpochs []int32
+	Now            func() time.Time
+	Logger         logr.Logger
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -58,21 +58,34 @@ func Open(fsys volume.FS, dir string, cfg Config) (*Log, error) {
 	return l, nil
 }
 
-// claimFence refuses a fence holding a higher epoch and writes ours over a
-// lower or absent one. It returns the epoch the fence held (-1 if none).
+// claimFence is ClaimFence for this writer.
 func (l *Log) claimFence() (int32, error) {
-	prev, err := readFence(l.fsys, l.dir)
+	prev, err := ClaimFence(l.fsys, l.dir, l.cfg.Epoch)
+	if err == nil && prev < l.cfg.Epoch {
+		l.log.Info("claimed partition", "from", prev, "to", l.cfg.Epoch)
+	}
+	return prev, err
+}
+
+// ClaimFence is the first step of a takeover at epoch: it refuses a fence
+// holding a higher epoch (ErrFenced) and durably writes epoch over a lower
+// or absent one, so that the previous writer can no longer acknowledge
+// anything (its next sync round reads the new fence). A fence already at
+// epoch is left as it is. It returns the epoch the fence held, -1 if none.
+// Open claims the fence itself; a caller that claims it first, as its own
+// recorded step, passes the returned epoch in Config.PreviousEpochs.
+func ClaimFence(fsys volume.FS, dir string, epoch int32) (int32, error) {
+	prev, err := readFence(fsys, dir)
 	if err != nil {
 		return 0, err
 	}
 	switch {
-	case prev > l.cfg.Epoch:
-		return 0, fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, prev, l.cfg.Epoch)
-	case prev < l.cfg.Epoch:
-		if err := writeFence(l.fsys, l.dir, l.cfg.Epoch); err != nil {
+	case prev > epoch:
+		return 0, fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, prev, epoch)
+	case prev < epoch:
+		if err := writeFence(fsys, dir, epoch); err != nil {
 			return 0, err
 		}
-		l.log.Info("claimed partition", "from", prev, "to", l.cfg.Epoch)
 	}
 	return prev, nil
 }
@@ -103,7 +116,8 @@ func (l *Log) recover(prevFence int32) error {
 	}
 	// The previous fence holder's manifest is opened even if the listing
 	// (possibly stale on a shared volume) does not show it yet.
-	set, err := loadManifests(l.fsys, l.dir, entries, l.log, prevFence, l.cfg.Epoch)
+	probe := append([]int32{prevFence, l.cfg.Epoch}, l.cfg.PreviousEpochs...)
+	set, err := loadManifests(l.fsys, l.dir, entries, l.log, probe...)
 	if set.maxEpoch > l.cfg.Epoch {
 		return fmt.Errorf("%w: a manifest was written by epoch %d, this writer has %d", ErrFenced, set.maxEpoch, l.cfg.Epoch)
 	}
