@@ -108,6 +108,10 @@ type Engine struct {
 	// wrote into a partition's fence: only then may it open at an epoch
 	// equal to the fence (a retry of its own open).
 	fenced map[string]int32
+	// opening holds, by openKey, the partitions whose open is in flight:
+	// the heartbeat lists them as open already, so the controller does not
+	// release (and rename away) a topic under an open that has begun.
+	opening map[string]bool
 	// written is the last assignment this broker wrote as controller
 	// (only the cluster loop touches it).
 	written *cluster.Assignment
@@ -166,6 +170,7 @@ func New(cfg Config) (*Engine, error) {
 		heartbeats:  map[int32]cluster.Heartbeat{},
 		reopen:      map[string]reopenRequest{},
 		fenced:      map[string]int32{},
+		opening:     map[string]bool{},
 	}
 	e.hb = cluster.NewHeartbeater(e.fsys, cfg.ClusterDir, cluster.Heartbeat{BrokerID: cfg.BrokerID,
 		KafkaAddr: cfg.KafkaAddr, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation})
@@ -451,6 +456,26 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 		}
 	}
 	rec.Owner = e.owner
+	e.clMu.Lock()
+	e.opening[key] = true
+	e.clMu.Unlock()
+	defer func() {
+		e.clMu.Lock()
+		delete(e.opening, key)
+		e.clMu.Unlock()
+	}()
+	if rec.State == states.PartitionOpen.Initial || rec.State == "dir-ready" {
+		// Re-read the desired state before creating anything: a delete
+		// marked since the reconcile began must not get its directories
+		// recreated by a late open.
+		now, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name)
+		if err != nil {
+			return fmt.Errorf("open %s/%d: re-read desired state: %w", spec.Name, index, err)
+		}
+		if now.ID != spec.ID || now.Deleted {
+			return fmt.Errorf("open %s/%d: topic ID %s is deleted or replaced", spec.Name, index, spec.ID)
+		}
+	}
 	var opened *Partition
 	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index,
 		func(ctx context.Context) error { return e.claimFence(spec, index, epoch, rec) },

@@ -521,3 +521,24 @@ func TestNeverShareAnEpochWithAnotherWriter(t *testing.T) {
 		t.Fatalf("no request for a new epoch: %+v %v", r, ok)
 	}
 }
+
+// TestLateOpenOfADeletedTopicCreatesNothing: an open that begins after the
+// topic was marked deleted (the broker acted on desired state read before
+// the mark) creates no directory the delete machine has already moved away.
+func TestLateOpenOfADeletedTopicCreatesNothing(t *testing.T) {
+	ctx := safety(t)
+	fsys := memfs.New()
+	e := startEngine(t, fsys)
+	spec := TopicSpec{Name: "gone", ID: "00000000-0000-4000-8000-00000000d00d", Partitions: 1}
+	deleted := spec
+	deleted.Deleted = true
+	if err := WriteTopicSpec(fsys, testCluster, deleted); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.driveOpen(ctx, spec, 0, 1); err == nil {
+		t.Fatal("opened a partition of a topic marked deleted")
+	}
+	if _, err := fsys.Stat(states.TopicDir(testData, "gone")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("topic directory created by a late open: %v", err)
+	}
+}

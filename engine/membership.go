@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -307,10 +308,16 @@ func (e *Engine) assigned(topicID string) bool {
 	return ok
 }
 
-// openList lists the partitions this broker holds open, sorted.
+// openList lists the partitions this broker holds open or is opening,
+// sorted.
 func (e *Engine) openList() []string {
-	e.mu.RLock()
+	e.clMu.RLock()
 	var out []string
+	for k := range e.opening {
+		out = append(out, k)
+	}
+	e.clMu.RUnlock()
+	e.mu.RLock()
 	for _, t := range e.topics {
 		for i, p := range t.parts {
 			if p != nil {
@@ -320,7 +327,7 @@ func (e *Engine) openList() []string {
 	}
 	e.mu.RUnlock()
 	sort.Strings(out)
-	return out
+	return slices.Compact(out)
 }
 
 // openElsewhere returns a live broker other than this one that still lists
