@@ -87,7 +87,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", envDuration("KAAS_HEARTBEAT_INTERVAL", cluster.DefaultHeartbeatInterval), "how often the broker writes its heartbeat and reads the others' and the assignment (KAAS_HEARTBEAT_INTERVAL)")
 	fs.DurationVar(&o.lease, "lease", envDuration("KAAS_LEASE", cluster.DefaultLease), "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
 	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
-	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail volume operations, OP:GLOB:ERRNO[:COUNT[:after]],... (KAAS_INJECT_FAULTS)")
+	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL[:COUNT[@FIRST][:before|after]],... (see faults.go; KAAS_INJECT_FAULTS)")
 	fs.StringVar(&o.logFormat, "log-format", envOr("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/kaas-dev/kaas/volume"
@@ -154,6 +155,14 @@ func AssignmentPath(clusterDir string) string { return path.Join(clusterDir, Ass
 // WriteAssignment replaces the assignment file atomically. Only the
 // controller calls it, after Elector.Verify. An error may mean the file was
 // replaced anyway; the controller re-reads and re-drives it.
+//
+// After a successful write it removes the temp files earlier assignment
+// writes left behind (a controller killed between its create and its
+// rename leaves one): only the controller writes the assignment, so they
+// are its to sweep, and every later write re-drives the sweep. A deposed
+// controller still writing loses its temp file and fails its rename, which
+// is harmless; the current controller, should a deposed one sweep its temp
+// the same way, fails one round and writes again the next.
 func WriteAssignment(fsys volume.FS, clusterDir string, a *Assignment) error {
 	if a.ControllerEpoch <= 0 {
 		return fmt.Errorf("write assignment: controller epoch %d", a.ControllerEpoch)
@@ -165,7 +174,23 @@ func WriteAssignment(fsys volume.FS, clusterDir string, a *Assignment) error {
 	if err := writeAtomicMkdir(fsys, AssignmentPath(clusterDir), b); err != nil {
 		return fmt.Errorf("write assignment: %w", err)
 	}
+	sweepAssignmentTemps(fsys, clusterDir)
 	return nil
+}
+
+// sweepAssignmentTemps removes leftover temp files of assignment writes,
+// best effort.
+func sweepAssignmentTemps(fsys volume.FS, clusterDir string) {
+	ents, err := fsys.ReadDir(clusterDir)
+	if err != nil {
+		return
+	}
+	prefix := "." + AssignmentFile + ".tmp-"
+	for _, e := range ents {
+		if volume.IsTempName(e.Name()) && strings.HasPrefix(e.Name(), prefix) {
+			_ = fsys.Remove(path.Join(clusterDir, e.Name()))
+		}
+	}
 }
 
 // ReadAssignment reads the assignment file through Open, retrying a

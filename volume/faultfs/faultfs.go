@@ -104,6 +104,14 @@ type Op struct {
 	NewPath string
 }
 
+// Matches reports whether the operation is of the given kind and its path
+// (or, for a Rename, its new path) matches pathGlob: path.Match syntax on the
+// full path; a glob without a slash also matches the base name, and an empty
+// glob matches every path.
+func (o Op) Matches(kind OpKind, pathGlob string) bool {
+	return o.Kind == kind && (matchPath(pathGlob, o.Path) || (o.NewPath != "" && matchPath(pathGlob, o.NewPath)))
+}
+
 func (o Op) String() string {
 	if o.NewPath != "" {
 		return fmt.Sprintf("#%d %s %s -> %s", o.Index, o.Kind, o.Path, o.NewPath)
@@ -119,13 +127,17 @@ const (
 	failAfter
 	crashBefore
 	crashAfter
+	proceedThen
 )
 
-// Action is what an Injector decides for one Op.
+// Action is what an Injector decides for one Op. Actions are comparable.
 type Action struct {
 	kind actionKind
 	err  error
+	then *hook // proceedThen only; a pointer keeps Action comparable
 }
+
+type hook struct{ fn func() }
 
 var (
 	// Proceed runs the operation normally.
@@ -140,6 +152,14 @@ var (
 
 // FailBefore returns err without applying the operation.
 func FailBefore(err error) Action { return Action{kind: failBefore, err: err} }
+
+// ProceedThen applies the operation and then calls fn, before the caller
+// gets the operation's own result: for a test that must act at the very
+// moment an operation has reached the volume (a harness that kills the
+// process after it, say). fn runs outside the FS's lock, so it may not
+// assume that no other operation started meanwhile; it must not call back
+// into the FS.
+func ProceedThen(fn func()) Action { return Action{kind: proceedThen, then: &hook{fn}} }
 
 // FailAfter applies the operation and returns err anyway, like a network
 // filesystem whose reply was lost. An open or create that fails after is
@@ -156,6 +176,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("FailAfter(%v)", a.err)
 	case crashBefore:
 		return "CrashBefore"
+	case proceedThen:
+		return "ProceedThen"
 	default:
 		return "CrashAfter"
 	}
@@ -243,8 +265,12 @@ func (f *FS) decide(kind OpKind, name, newName string) (Action, error) {
 
 // afterErr is the error an operation that ran returns under action a, given
 // the error it returned itself. An operation that failed on its own keeps
-// its own error.
+// its own error. Every operation that ran passes through here, so this is
+// also where a ProceedThen hook runs.
 func afterErr(a Action, kind OpKind, name string, err error) error {
+	if a.kind == proceedThen && a.then != nil && a.then.fn != nil {
+		a.then.fn()
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package faultfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"slices"
@@ -344,6 +345,82 @@ func TestStrings(t *testing.T) {
 	for _, tc := range cases {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestProceedThen(t *testing.T) {
+	// The hook runs once the operation has reached the volume and before
+	// its caller sees the result, for FS calls, opens and file calls alike;
+	// the operation's own result is kept.
+	m := memfs.New()
+	var calls []string
+	var ffs *FS
+	ffs = New(m, func(op Op) Action {
+		if op.Kind == OpRename || op.Kind == OpCreate || op.Kind == OpWrite || op.Kind == OpRemove {
+			return ProceedThen(func() {
+				// The operation is already applied when the hook runs.
+				applied := false
+				switch op.Kind {
+				case OpRename:
+					_, err := m.Stat("/b")
+					applied = err == nil
+				case OpCreate:
+					_, err := m.Stat("/a")
+					applied = err == nil
+				case OpWrite:
+					b, _ := volume.ReadFile(m, "/a")
+					applied = string(b) == "x"
+				case OpRemove:
+					applied = true // the remove of a missing file fails on its own
+				}
+				calls = append(calls, fmt.Sprintf("%s applied=%v", op.Kind, applied))
+			})
+		}
+		return Proceed
+	})
+	f, err := ffs.Create("/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Write([]byte("x")); n != 1 || err != nil {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ffs.Rename("/a", "/b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ffs.Remove("/missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("remove of a missing file: %v, want its own ENOENT", err)
+	}
+	want := []string{"Create applied=true", "Write applied=true", "Rename applied=true", "Remove applied=true"}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("hooks %q, want %q", calls, want)
+	}
+	if ProceedThen(func() {}) == Proceed || ProceedThen(func() {}).String() != "ProceedThen" {
+		t.Fatal("ProceedThen compares equal to Proceed or prints wrong")
+	}
+}
+
+func TestOpMatches(t *testing.T) {
+	cases := []struct {
+		op   Op
+		kind OpKind
+		glob string
+		want bool
+	}{
+		{Op{Kind: OpSync, Path: "/d/a.log"}, OpSync, "*.log", true},
+		{Op{Kind: OpSync, Path: "/d/a.log"}, OpWrite, "*.log", false},
+		{Op{Kind: OpSync, Path: "/d/a.log"}, OpSync, "/e/*", false},
+		{Op{Kind: OpRename, Path: "/d/.x.tmp-1", NewPath: "/d/x"}, OpRename, "/d/x", true},
+		{Op{Kind: OpRename, Path: "/d/.x.tmp-1", NewPath: "/d/x"}, OpRename, "/d/.x.tmp-*", true},
+		{Op{Kind: OpSyncDir, Path: "/d"}, OpSyncDir, "", true},
+	}
+	for _, tc := range cases {
+		if got := tc.op.Matches(tc.kind, tc.glob); got != tc.want {
+			t.Errorf("%v.Matches(%v, %q) = %v, want %v", tc.op, tc.kind, tc.glob, got, tc.want)
 		}
 	}
 }

@@ -42,7 +42,7 @@ func FailMatching(kind OpKind, pathGlob string, err error, after bool, count int
 	var mu sync.Mutex
 	failed := 0
 	return func(op Op) Action {
-		if op.Kind != kind || !(matchPath(pathGlob, op.Path) || (op.NewPath != "" && matchPath(pathGlob, op.NewPath))) {
+		if !op.Matches(kind, pathGlob) {
 			return Proceed
 		}
 		mu.Lock()
