@@ -205,7 +205,6 @@ type foLoad struct {
 	wg      sync.WaitGroup
 	pending sync.WaitGroup
 	failed  atomic.Int64
-	errs    sync.Map // first error text → count (*atomic.Int64)
 }
 
 func foProducerOpts(seeds []string) []kgo.Opt {
@@ -806,7 +805,7 @@ var _ = Describe("partition owner failover", func() {
 	It("loses nothing when the owner of a hot partition is SIGKILLed 20 times", Label("cluster", "slow"), func(ctx SpecContext) {
 		started := time.Now()
 		c := startFoCluster(ctx)
-		owners, _ := c.agree(ctx, c.brokers, 30*time.Second)
+		c.agree(ctx, c.brokers, 30*time.Second)
 		acks := newFoAcks()
 		load := startFoLoad(c, acks)
 		probe := startFoProbe(c, acks, c.parts[0])
@@ -826,8 +825,7 @@ var _ = Describe("partition owner failover", func() {
 			switched := time.Now()
 			probe.hot.Store(&hot)
 			probe.firstAckAfter(ctx, hot, switched, 60*time.Second)
-			var ctrl int32
-			owners, ctrl = c.agree(ctx, c.brokers, 30*time.Second)
+			owners, ctrl := c.agree(ctx, c.brokers, 30*time.Second)
 			victimID := owners[hot].leader
 			victim := c.byID(victimID)
 			if victimID == ctrl {

@@ -355,8 +355,7 @@ func TestProceedThen(t *testing.T) {
 	// the operation's own result is kept.
 	m := memfs.New()
 	var calls []string
-	var ffs *FS
-	ffs = New(m, func(op Op) Action {
+	ffs := New(m, func(op Op) Action {
 		if op.Kind == OpRename || op.Kind == OpCreate || op.Kind == OpWrite || op.Kind == OpRemove {
 			return ProceedThen(func() {
 				// The operation is already applied when the hook runs.
