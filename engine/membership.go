@@ -35,20 +35,57 @@ func openKey(name string, index int32, topicID string) string {
 // clusterLoop runs one membership round at once and then every heartbeat
 // interval until ctx ends (engine/cluster doc.go: heartbeat, observe,
 // elect, assign, obey).
+//
+// After a round that saw the members change (a broker died, left or
+// joined), a reassignment is on its way: until the next round the loop also
+// re-reads the assignment every fifth of an interval, so a partition's new
+// owner starts its takeover as soon as the controller has written it rather
+// than up to an interval later. That is where failover time goes besides
+// the lease.
 func (e *Engine) clusterLoop(ctx context.Context) {
 	t := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer t.Stop()
+	fast := time.NewTicker(e.cfg.HeartbeatInterval / 5)
+	defer fast.Stop()
 	for {
-		e.clusterRound(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		changed := e.clusterRound(ctx)
+		for watching := changed; ; {
+			var fastC <-chan time.Time
+			if watching {
+				fastC = fast.C
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-fastC:
+				if e.readAssignment() {
+					watching = false
+				}
+				continue
+			case <-t.C:
+			}
+			break
 		}
 	}
 }
 
-func (e *Engine) clusterRound(ctx context.Context) {
+// readAssignment reads the assignment and applies it, reporting whether it
+// differed from the one applied before.
+func (e *Engine) readAssignment() bool {
+	a, err := e.areader.Read()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false
+	case err != nil:
+		e.log.V(1).Info("assignment not read this round", "err", err.Error())
+		return false
+	}
+	return e.applyAssignment(a)
+}
+
+// clusterRound runs one membership round and reports whether the live
+// brokers or the controller changed.
+func (e *Engine) clusterRound(ctx context.Context) bool {
 	e.hb.SetOpen(e.openList())
 	e.hb.SetReopen(e.reopenList())
 	if err := e.hb.Beat(); err != nil {
@@ -88,14 +125,8 @@ func (e *Engine) clusterRound(ctx context.Context) {
 			e.log.Error(err, "controller round failed; retrying next round")
 		}
 	}
-	a, err := e.areader.Read()
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		e.log.V(1).Info("assignment not read this round", "err", err.Error())
-	default:
-		e.applyAssignment(a)
-	}
+	e.readAssignment()
+	return changedMembers
 }
 
 // controllerRound computes and writes the next assignment. It skips the
@@ -211,14 +242,14 @@ func controllerEpochOf(a *cluster.Assignment) int32 {
 }
 
 // applyAssignment installs a newly read assignment and enqueues the topics
-// whose owners changed.
-func (e *Engine) applyAssignment(a *cluster.Assignment) {
+// whose owners changed. It reports whether any owner or epoch changed.
+func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
 	e.clMu.Lock()
 	prev := e.assign
 	e.assign = a
 	e.clMu.Unlock()
 	if prev != nil && reflect.DeepEqual(prev.Topics, a.Topics) {
-		return
+		return false
 	}
 	e.mu.RLock()
 	ids := make(map[string]string, len(e.topics))
@@ -254,6 +285,7 @@ func (e *Engine) applyAssignment(a *cluster.Assignment) {
 		e.queue.Add(topicKey(name))
 	}
 	e.broadcast()
+	return true
 }
 
 // ownerOf returns the assigned owner of a partition and whether it is this
