@@ -5,326 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kaas-dev/kaas/engine/cluster"
 )
-
-// ---------------------------------------------------------------------------
-// An idempotent acks=all producer that keeps a ledger of what was
-// acknowledged, and what every client error was (used by the controller and
-// the rolling-restart specs).
-
-// clientErrorLog is a kgo.Logger that classifies every error the client
-// logs, including those it retries and never surfaces to a produce
-// callback: retriable Kafka errors, connection errors, and the rest
-// (unexpected). It also counts as unexpected the messages with which
-// franz-go resets an idempotent producer (a broken sequence).
-type clientErrorLog struct {
-	mu         sync.Mutex
-	counts     map[string]int // "class: error" -> count
-	unexpected []string
-}
-
-func newClientErrorLog() *clientErrorLog { return &clientErrorLog{counts: map[string]int{}} }
-
-func (c *clientErrorLog) Level() kgo.LogLevel { return kgo.LogLevelDebug }
-
-func (c *clientErrorLog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	if level == kgo.LogLevelError {
-		fmt.Fprintf(GinkgoWriter, "[kgo %s] %s %v\n", level, msg, keyvals)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if level == kgo.LogLevelError || strings.Contains(msg, "failing the producer ID") ||
-		strings.Contains(msg, "unexpected duplicate sequence") {
-		c.unexpected = append(c.unexpected, fmt.Sprintf("%s: %s %v", level, msg, keyvals))
-	}
-	for i := 0; i+1 < len(keyvals); i += 2 {
-		if k, _ := keyvals[i].(string); k != "err" {
-			continue
-		}
-		err, ok := keyvals[i+1].(error)
-		if !ok || err == nil {
-			continue
-		}
-		class := classifyClientError(err)
-		c.counts[class+": "+err.Error()]++
-		if class == "unexpected" {
-			c.unexpected = append(c.unexpected, fmt.Sprintf("%s (%s) %v", msg, err, keyvals))
-		}
-	}
-}
-
-// summary returns the error counts by class and the unexpected ones.
-func (c *clientErrorLog) summary() (byClass map[string]int, unexpected []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	byClass = map[string]int{}
-	for k, n := range c.counts {
-		class, _, _ := strings.Cut(k, ":")
-		byClass[class] += n
-	}
-	return byClass, slices.Clone(c.unexpected)
-}
-
-// distinct returns the distinct errors seen, with counts, most frequent
-// first, at most n.
-func (c *clientErrorLog) distinct(n int) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for k, v := range c.counts {
-		out = append(out, fmt.Sprintf("%6d× %s", v, k))
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(out)))
-	if len(out) > n {
-		out = out[:n]
-	}
-	return out
-}
-
-// classifyClientError says what kind of error a client saw: "retriable"
-// (a Kafka error code the protocol marks retriable), "connection" (the
-// broker went away or refused), "canceled", or "unexpected".
-func classifyClientError(err error) string {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case kerr.IsRetriable(err):
-		return "retriable"
-	case kgo.IsRetryableBrokerErr(err):
-		return "connection"
-	}
-	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return "connection"
-	}
-	// franz-go's own, for a request whose broker died or left the
-	// metadata while it waited: it re-routes them.
-	if m := err.Error(); strings.Contains(m, "broker") && (strings.Contains(m, "died") || strings.Contains(m, "dead") ||
-		strings.Contains(m, "unknown broker") || strings.Contains(m, "no longer exists")) {
-		return "connection"
-	}
-	return "unexpected"
-}
-
-// ledgerAck is one acknowledged record.
-type ledgerAck struct {
-	value  string
-	offset int64
-	at     time.Time
-}
-
-// ackLedger produces a steady stream of unique values round-robin over
-// every partition of its topics, with an idempotent acks=all producer, and
-// records each acknowledgement (value, offset, time) and each error a
-// produce callback got.
-type ackLedger struct {
-	topics     []string
-	partitions int32
-	cl         *kgo.Client
-	errs       *clientErrorLog
-
-	mu      sync.Mutex
-	acks    map[tp][]ledgerAck
-	failed  []string // errors surfaced to produce callbacks
-	nAcked  atomic.Int64
-	stop    atomic.Bool
-	loop    chan struct{}
-	pending sync.WaitGroup
-}
-
-// startAckLedger starts producing to every partition of topics through
-// seeds (brokers may be down or not yet started). The client is closed at
-// cleanup; call finish before verifying.
-func startAckLedger(ctx context.Context, seeds []string, topics []string, partitions int32) *ackLedger {
-	GinkgoHelper()
-	l := &ackLedger{topics: topics, partitions: partitions, errs: newClientErrorLog(),
-		acks: map[tp][]ledgerAck{}, loop: make(chan struct{})}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds...),
-		kgo.ClientID("kaas-specs-ledger"),
-		kgo.WithLogger(l.errs),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordDeliveryTimeout(90*time.Second),
-		kgo.ProducerLinger(2*time.Millisecond),
-		kgo.MaxBufferedRecords(1000),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MetadataMinAge(250*time.Millisecond),
-	)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(cl.Close)
-	l.cl = cl
-	go func() {
-		defer GinkgoRecover()
-		defer close(l.loop)
-		n := len(topics) * int(partitions)
-		for seq := 0; !l.stop.Load() && ctx.Err() == nil; seq++ {
-			i := seq % n
-			r := &kgo.Record{Topic: topics[i%len(topics)], Partition: int32(i / len(topics)),
-				Value: fmt.Appendf(nil, "v%09d", seq)}
-			l.pending.Add(1)
-			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-				defer l.pending.Done()
-				at := time.Now()
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				if err != nil {
-					l.failed = append(l.failed, fmt.Sprintf("%s/%d %s: %v", r.Topic, r.Partition, r.Value, err))
-					return
-				}
-				k := tp{r.Topic, r.Partition}
-				l.acks[k] = append(l.acks[k], ledgerAck{string(r.Value), r.Offset, at})
-				l.nAcked.Add(1)
-			})
-			if seq%50 == 49 {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-	}()
-	return l
-}
-
-// waitMore waits until at least n more records than now are acknowledged.
-func (l *ackLedger) waitMore(ctx context.Context, n int64, within time.Duration) {
-	GinkgoHelper()
-	want := l.nAcked.Load() + n
-	Eventually(l.nAcked.Load).WithContext(ctx).WithTimeout(within).WithPolling(10*time.Millisecond).
-		Should(BeNumerically(">=", want), "acknowledged records")
-}
-
-// finish stops producing and waits until every record produced is
-// acknowledged or failed.
-func (l *ackLedger) finish(ctx context.Context) {
-	GinkgoHelper()
-	l.stop.Store(true)
-	Eventually(l.loop).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeClosed())
-	flushed := make(chan struct{})
-	go func() { l.pending.Wait(); close(flushed) }()
-	Eventually(flushed).WithContext(ctx).WithTimeout(120*time.Second).Should(BeClosed(), "records still unacknowledged")
-}
-
-// longestGap returns the longest time between consecutive acknowledgements
-// of one partition that overlaps [from, to] (up to to if the partition has
-// none after), and the partition.
-func (l *ackLedger) longestGap(from, to time.Time) (time.Duration, tp) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var worst time.Duration
-	var at tp
-	for k, as := range l.acks {
-		prev := time.Time{}
-		for _, a := range as {
-			if !prev.IsZero() && a.at.After(from) && prev.Before(to) {
-				if g := a.at.Sub(prev); g > worst {
-					worst, at = g, k
-				}
-			}
-			prev = a.at
-		}
-		if !prev.IsZero() && prev.Before(to) {
-			if g := to.Sub(prev); g > worst {
-				worst, at = g, k
-			}
-		}
-	}
-	return worst, at
-}
-
-// verify reads every partition from the start through seeds and checks
-// that every acknowledged record is stored exactly at its acknowledged
-// offset, that no value is stored twice, and that offsets never go
-// backwards. It returns what it read.
-func (l *ackLedger) verify(ctx context.Context, seeds []string) map[tp][]*kgo.Record {
-	GinkgoHelper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	assign := map[string]map[int32]kgo.Offset{}
-	for _, t := range l.topics {
-		assign[t] = map[int32]kgo.Offset{}
-		for p := range l.partitions {
-			assign[t][p] = kgo.NewOffset().AtStart()
-		}
-	}
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(assign),
-		kgo.FetchMaxWait(200*time.Millisecond), kgo.WithLogger(nil))
-	Expect(err).NotTo(HaveOccurred())
-	defer consumer.Close()
-	ends := map[tp]int64{}
-	for k, as := range l.acks {
-		for _, a := range as {
-			ends[k] = max(ends[k], a.offset+1)
-		}
-	}
-	got := map[tp][]*kgo.Record{}
-	next := map[tp]int64{}
-	var backwards []string
-	Eventually(func(g Gomega) {
-		fctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		fs := consumer.PollFetches(fctx)
-		fs.EachRecord(func(r *kgo.Record) {
-			k := tp{r.Topic, r.Partition}
-			if r.Offset < next[k] {
-				backwards = append(backwards, fmt.Sprintf("%v: offset %d after %d", k, r.Offset, next[k]-1))
-			}
-			next[k] = r.Offset + 1
-			got[k] = append(got[k], r)
-		})
-		for k, end := range ends {
-			g.Expect(next[k]).To(BeNumerically(">=", end), "%v consumed up to %d of %d", k, next[k], end)
-		}
-	}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(10 * time.Millisecond).Should(Succeed())
-	Expect(backwards).To(BeEmpty(), "offsets went backwards")
-
-	atOffset := map[tp]map[int64]string{}
-	seen := map[string]int{}
-	for k, rs := range got {
-		atOffset[k] = map[int64]string{}
-		for _, r := range rs {
-			atOffset[k][r.Offset] = string(r.Value)
-			seen[string(r.Value)]++
-		}
-	}
-	var lost []string
-	for k, as := range l.acks {
-		for _, a := range as {
-			if v := atOffset[k][a.offset]; v != a.value {
-				lost = append(lost, fmt.Sprintf("%v offset %d: acknowledged %s, stored %q", k, a.offset, a.value, v))
-			}
-		}
-	}
-	Expect(lost).To(BeEmpty(), "acknowledged records not where they were acknowledged")
-	var dups []string
-	for v, n := range seen {
-		if n > 1 {
-			dups = append(dups, fmt.Sprintf("%s ×%d", v, n))
-		}
-	}
-	Expect(dups).To(BeEmpty(), "records stored more than once")
-	return got
-}
 
 // ---------------------------------------------------------------------------
 // Watching the assignment file
@@ -466,31 +160,6 @@ func (w *assignmentWatch) expectSound() {
 // ---------------------------------------------------------------------------
 // Helpers
 
-// distinctFreeAddrs returns n different free 127.0.0.1 addresses.
-func distinctFreeAddrs(n int) []string {
-	GinkgoHelper()
-	var out []string
-	for len(out) < n {
-		if a := freeAddr(); !slices.Contains(out, a) {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// withListenAddr makes a broker listen on (and advertise) addrs[i], one of
-// addresses chosen beforehand so that clients can be seeded with brokers
-// not yet started. Its admin address is picked again if it is one of them
-// (a port freeAddr returned once can come back).
-func withListenAddr(addrs []string, i int) BrokerOpt {
-	return func(b *Broker) {
-		b.Addr = addrs[i]
-		for slices.Contains(addrs, b.AdminAddr) {
-			b.AdminAddr = freeAddr()
-		}
-	}
-}
-
 // withoutFaults removes --inject-faults from a broker's arguments, for its
 // next start.
 func withoutFaults(b *Broker) {
@@ -521,53 +190,6 @@ func waitBrokerExited(ctx context.Context, b *Broker, within time.Duration) time
 	}).WithContext(ctx).WithTimeout(within).WithPolling(2*time.Millisecond).Should(BeTrue(),
 		"broker %d still running; log tail:\n%s", b.ID, b.LogTail(4096))
 	return at
-}
-
-// brokersAgree waits until every broker in bs lists exactly want, names the
-// same controller (one of want), and the same owner (one of want) for every
-// one of the partitions of topics. It returns the controller and owners.
-func brokersAgree(ctx context.Context, bs []*Broker, want []int32, topics []string, partitions int, within time.Duration) (int32, map[tp]ownership) {
-	GinkgoHelper()
-	var (
-		got  map[tp]ownership
-		ctrl int32
-	)
-	Eventually(func(g Gomega) {
-		got, ctrl = nil, -1
-		for i, b := range bs {
-			ids, owners, c, err := clusterMetadata(ctx, b, topics)
-			g.Expect(err).NotTo(HaveOccurred(), "metadata from broker %d", b.ID)
-			g.Expect(ids).To(ConsistOf(want), "brokers listed by broker %d", b.ID)
-			g.Expect(owners).To(HaveLen(partitions), "partitions listed by broker %d", b.ID)
-			for k, o := range owners {
-				g.Expect(want).To(ContainElement(o.leader), "leader of %v as broker %d answers", k, b.ID)
-			}
-			g.Expect(want).To(ContainElement(c), "controller named by broker %d", b.ID)
-			if i == 0 {
-				got, ctrl = owners, c
-				continue
-			}
-			g.Expect(c).To(Equal(ctrl), "broker %d names another controller", b.ID)
-			g.Expect(owners).To(Equal(got), "broker %d disagrees on owners", b.ID)
-		}
-	}).WithContext(ctx).WithTimeout(within).WithPolling(50 * time.Millisecond).Should(Succeed())
-	return ctrl, got
-}
-
-// topicIDStrings returns the topic IDs of topics, as the assignment file spells
-// them.
-func topicIDStrings(ctx context.Context, adm *kadm.Client, topics ...string) map[string]string {
-	GinkgoHelper()
-	md, err := adm.Metadata(ctx, topics...)
-	Expect(err).NotTo(HaveOccurred())
-	out := map[string]string{}
-	for _, t := range topics {
-		td, ok := md.Topics[t]
-		Expect(ok).To(BeTrue(), "topic %s in metadata", t)
-		id := td.ID
-		out[t] = fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:16])
-	}
-	return out
 }
 
 // readControllerClaim reads the claim file of a controller epoch (ok false if it is
@@ -686,12 +308,12 @@ var _ = Describe("the controller killed while it writes the assignment", Label("
 			}
 			partitions := 6 * len(topics)
 
-			ledger := startAckLedger(ctx, addrs, []string{topic}, 6)
+			ledger := startLedgerProducer(ctx, addrs, []string{topic}, 6)
 			ledger.waitMore(ctx, 300, 30*time.Second)
 
 			By("broker 2 joins")
 			b2 := StartBroker(dirs[1], WithBrokerID(2), withListenAddr(addrs, 1))
-			_, _ = brokersAgree(ctx, []*Broker{b1, b2}, []int32{1, 2}, topics, partitions, 30*time.Second)
+			_, _ = brokersAgree(ctx, []*Broker{b1, b2}, topics, partitions, 30*time.Second)
 			Expect(b1.Running()).To(BeTrue(), "broker 1 died before broker 3 joined: the fault fired early")
 			before := watch.current()
 			Expect(before).NotTo(BeNil())
@@ -760,7 +382,7 @@ var _ = Describe("the controller killed while it writes the assignment", Label("
 				"broker 1 died of the injected fault at the intended step")
 
 			By("brokers 2 and 3 elect a new controller and own every partition")
-			ctrl, owners := brokersAgree(ctx, []*Broker{b2, b3}, []int32{2, 3}, topics, partitions, 30*time.Second)
+			ctrl, owners := brokersAgree(ctx, []*Broker{b2, b3}, topics, partitions, 30*time.Second)
 			Eventually(watchDone).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeClosed())
 			after := watch.current()
 			Expect(after.ControllerEpoch).To(BeNumerically(">", oldEpoch))
@@ -801,7 +423,7 @@ var _ = Describe("the controller killed while it writes the assignment", Label("
 			By("broker 1 comes back without faults")
 			withoutFaults(b1)
 			b1.Restart()
-			_, _ = brokersAgree(ctx, []*Broker{b1, b2, b3}, []int32{1, 2, 3}, topics, partitions, 30*time.Second)
+			_, _ = brokersAgree(ctx, []*Broker{b1, b2, b3}, topics, partitions, 30*time.Second)
 			ledger.waitMore(ctx, 300, 30*time.Second)
 			ledger.finish(ctx)
 			watch.close()
@@ -813,15 +435,11 @@ var _ = Describe("the controller killed while it writes the assignment", Label("
 			By("checking the assignment history and the records")
 			watch.expectSound()
 			_, unexpected := ledger.errs.summary()
-			ledger.mu.Lock()
-			failed := slices.Clone(ledger.failed)
-			acked := ledger.nAcked.Load()
-			ledger.mu.Unlock()
-			AddReportEntry("records acknowledged", acked)
+			AddReportEntry("records acknowledged", ledger.acked())
 			AddReportEntry("client errors", ledger.errs.distinct(10))
-			Expect(failed).To(BeEmpty(), "produce callbacks got errors")
+			Expect(ledger.failures()).To(BeEmpty(), "produce callbacks got errors")
 			Expect(unexpected).To(BeEmpty(), "non-retriable client errors")
-			got := ledger.verify(ctx, addrs)
+			got := ledger.verify(ctx, addrs, 90*time.Second)
 
 			// Each record's batch carries the leader epoch it was written
 			// in: per partition, epochs never go down in offset order, and

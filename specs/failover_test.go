@@ -27,8 +27,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kaas-dev/kaas/engine/cluster"
 )
 
 const (
@@ -49,7 +47,7 @@ type foCluster struct {
 func startFoCluster(ctx context.Context) *foCluster {
 	GinkgoHelper()
 	dirs := SharedDataDirs(3)
-	c := &foCluster{ids: map[string]string{}}
+	c := &foCluster{}
 	for i, d := range dirs {
 		c.brokers = append(c.brokers, StartBroker(d, WithBrokerID(i+1)))
 	}
@@ -59,13 +57,7 @@ func startFoCluster(ctx context.Context) *foCluster {
 		CreateTopic(ctx, adm, t, foPartitions)
 		c.topics = append(c.topics, t)
 	}
-	md, err := adm.Metadata(ctx, c.topics...)
-	Expect(err).NotTo(HaveOccurred())
-	for _, t := range c.topics {
-		id := md.Topics[t].ID
-		Expect(id).NotTo(BeZero(), "topic %s has no topic ID in metadata", t)
-		c.ids[t] = uuid.UUID(id).String()
-	}
+	c.ids = topicIDStrings(ctx, adm, c.topics...)
 	for p := range int32(foPartitions) {
 		for _, t := range c.topics {
 			c.parts = append(c.parts, tp{t, p})
@@ -85,122 +77,26 @@ func (c *foCluster) byID(id int32) *Broker {
 	return nil
 }
 
-func (c *foCluster) others(victim *Broker) []*Broker {
-	var out []*Broker
-	for _, b := range c.brokers {
-		if b != victim {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-func (c *foCluster) seeds(bs []*Broker) []string {
-	var out []string
-	for _, b := range bs {
-		out = append(out, b.Addr)
-	}
-	return out
-}
-
 // agree waits until every broker in bs lists exactly the brokers of bs,
 // names the same controller (one of them) and the same owner and leader
 // epoch for every partition, and that owner is the one rendezvous hashing
-// picks among bs: the assignment has settled on this membership (brokers
-// list a new member a controller round before the assignment catches up).
-// It returns that ownership and the controller.
+// picks among bs: the assignment has settled on this membership. It
+// returns that ownership and the controller.
 func (c *foCluster) agree(ctx context.Context, bs []*Broker, within time.Duration) (map[tp]ownership, int32) {
 	GinkgoHelper()
-	var (
-		want []int32
-		live []cluster.LiveBroker
-	)
-	for _, b := range bs {
-		want = append(want, int32(b.ID))
-		live = append(live, cluster.LiveBroker{ID: int32(b.ID)})
-	}
-	settled := map[tp]int32{}
-	for _, k := range c.parts {
-		settled[k] = cluster.Assign(c.ids[k.topic], k.partition, live, "")
-	}
-	var (
-		got  map[tp]ownership
-		ctrl int32
-	)
-	Eventually(func(g Gomega) {
-		got, ctrl = nil, -1
-		for i, b := range bs {
-			ids, owners, controller, err := clusterMetadata(ctx, b, c.topics)
-			g.Expect(err).NotTo(HaveOccurred(), "metadata from broker %d", b.ID)
-			g.Expect(ids).To(ConsistOf(want), "brokers listed by broker %d", b.ID)
-			g.Expect(owners).To(HaveLen(len(c.parts)), "partitions listed by broker %d", b.ID)
-			for k, o := range owners {
-				g.Expect(o.leader).To(Equal(settled[k]), "owner of %v as broker %d answers (rendezvous owner among %v)", k, b.ID, want)
-			}
-			g.Expect(want).To(ContainElement(controller), "controller named by broker %d", b.ID)
-			if i == 0 {
-				got, ctrl = owners, controller
-				continue
-			}
-			g.Expect(controller).To(Equal(ctrl), "broker %d names another controller", b.ID)
-			g.Expect(owners).To(Equal(got), "broker %d disagrees", b.ID)
-		}
-	}).WithContext(ctx).WithTimeout(within).WithPolling(100 * time.Millisecond).Should(Succeed())
-	return got, ctrl
-}
-
-// foExpectOnlyVictimMoved checks that exactly the partitions victim owned in
-// before moved, each to another broker under a higher leader epoch, and
-// returns how many moved.
-func foExpectOnlyVictimMoved(before, after map[tp]ownership, victim int32) int {
-	GinkgoHelper()
-	moved := 0
-	for k, o := range before {
-		n := after[k]
-		if o.leader == victim {
-			moved++
-			Expect(n.leader).NotTo(Equal(victim), "%v still owned by broker %d", k, victim)
-			Expect(n.epoch).To(BeNumerically(">", o.epoch), "%v moved without a higher epoch", k)
-		} else {
-			Expect(n).To(Equal(o), "%v moved although its owner %d lives", k, o.leader)
-		}
-	}
-	return moved
+	ctrl, owners := brokersAgree(ctx, bs, c.topics, len(c.parts), within,
+		rendezvousOwners(c.ids), agreePolling(100*time.Millisecond))
+	return owners, ctrl
 }
 
 // ---------------------------------------------------------------------------
 // What producers were told, and what consumers saw.
 
-// foAcks records every acknowledged record: value at (partition, offset).
-type foAcks struct {
-	mu           sync.Mutex
-	at           map[tp]map[int64]string
-	n            atomic.Int64
-	inconsistent []string // two different values acknowledged at one offset
-}
-
-func newFoAcks() *foAcks { return &foAcks{at: map[tp]map[int64]string{}} }
-
-func (a *foAcks) add(k tp, offset int64, value string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	m := a.at[k]
-	if m == nil {
-		m = map[int64]string{}
-		a.at[k] = m
-	}
-	if old, ok := m[offset]; ok && old != value {
-		a.inconsistent = append(a.inconsistent, fmt.Sprintf("%v offset %d acknowledged for %s and %s", k, offset, old, value))
-	}
-	m[offset] = value
-	a.n.Add(1)
-}
-
 // foLoad is an idempotent acks=all producer writing to every partition,
 // one goroutine per partition with a bounded number of records in flight.
 type foLoad struct {
 	cl      *kgo.Client
-	acks    *foAcks
+	acks    *ackLedger
 	stop    atomic.Bool
 	wg      sync.WaitGroup
 	pending sync.WaitGroup
@@ -220,10 +116,10 @@ func foProducerOpts(seeds []string) []kgo.Opt {
 	}
 }
 
-func startFoLoad(c *foCluster, acks *foAcks) *foLoad {
+func startFoLoad(c *foCluster, acks *ackLedger) *foLoad {
 	GinkgoHelper()
 	l := &foLoad{acks: acks}
-	l.cl = NewClient(c.brokers[0], append(foProducerOpts(c.seeds(c.brokers)),
+	l.cl = NewClient(c.brokers[0], append(foProducerOpts(brokerAddrs(c.brokers)),
 		kgo.ProducerLinger(2*time.Millisecond), kgo.MaxBufferedRecords(5000))...)
 	// On an early end, stop producing before the client closes (the
 	// records in flight then fail and free their goroutines).
@@ -259,15 +155,24 @@ func startFoLoad(c *foCluster, acks *foAcks) *foLoad {
 	return l
 }
 
+// startFoLoaded starts a cluster, waits until its assignment settles, and
+// puts it under load; the returned ledger records what the load (and
+// whatever else the spec adds) was acknowledged.
+func startFoLoaded(ctx context.Context) (*foCluster, *ackLedger, *foLoad) {
+	GinkgoHelper()
+	c := startFoCluster(ctx)
+	c.agree(ctx, c.brokers, 30*time.Second)
+	acks := newAckLedger()
+	return c, acks, startFoLoad(c, acks)
+}
+
 // finish stops producing and waits for every record produced to be
 // acknowledged or failed.
 func (l *foLoad) finish(ctx context.Context) {
 	GinkgoHelper()
 	l.stop.Store(true)
 	l.wg.Wait()
-	done := make(chan struct{})
-	go func() { l.pending.Wait(); close(done) }()
-	Eventually(done).WithContext(ctx).WithTimeout(90*time.Second).Should(BeClosed(), "records still unacknowledged")
+	waitPending(ctx, &l.pending, 90*time.Second)
 }
 
 // foSeen is one record a consumer read.
@@ -292,23 +197,12 @@ type foConsumer struct {
 	done      chan struct{}
 }
 
-func foAssignAll(c *foCluster) map[string]map[int32]kgo.Offset {
-	assign := map[string]map[int32]kgo.Offset{}
-	for _, k := range c.parts {
-		if assign[k.topic] == nil {
-			assign[k.topic] = map[int32]kgo.Offset{}
-		}
-		assign[k.topic][k.partition] = kgo.NewOffset().AtStart()
-	}
-	return assign
-}
-
 func startFoConsumer(ctx context.Context, name string, c *foCluster, seeds []*Broker, opts ...kgo.Opt) *foConsumer {
 	GinkgoHelper()
 	fc := &foConsumer{name: name, at: map[tp]map[int64]string{}, last: map[tp]int64{}, done: make(chan struct{})}
 	fc.cl = NewClient(seeds[0], append([]kgo.Opt{
-		kgo.SeedBrokers(c.seeds(seeds)...),
-		kgo.ConsumePartitions(foAssignAll(c)),
+		kgo.SeedBrokers(brokerAddrs(seeds)...),
+		kgo.ConsumePartitions(fromStart(c.topics, foPartitions)),
 		kgo.FetchMaxWait(200 * time.Millisecond),
 		kgo.MetadataMinAge(100 * time.Millisecond),
 		kgo.MetadataMaxAge(2 * time.Second),
@@ -389,7 +283,7 @@ func (fc *foConsumer) expectNoDataLoss() {
 // brokers own them now, up to each partition's current end offset.
 func foReadAll(ctx context.Context, c *foCluster) map[tp]map[int64]foSeen {
 	GinkgoHelper()
-	adm := kadm.NewClient(NewClient(c.brokers[0], kgo.SeedBrokers(c.seeds(c.brokers)...)))
+	adm := kadm.NewClient(NewClient(c.brokers[0], kgo.SeedBrokers(brokerAddrs(c.brokers)...)))
 	var ends kadm.ListedOffsets
 	Eventually(func(g Gomega) {
 		var err error
@@ -399,27 +293,16 @@ func foReadAll(ctx context.Context, c *foCluster) map[tp]map[int64]foSeen {
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	end := map[tp]int64{}
 	ends.Each(func(o kadm.ListedOffset) { end[tp{o.Topic, o.Partition}] = o.Offset })
-	cl := NewClient(c.brokers[0], kgo.SeedBrokers(c.seeds(c.brokers)...), kgo.ConsumePartitions(foAssignAll(c)),
+	cl := NewClient(c.brokers[0], kgo.SeedBrokers(brokerAddrs(c.brokers)...), kgo.ConsumePartitions(fromStart(c.topics, foPartitions)),
 		kgo.FetchMaxWait(100*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
 	out := map[tp]map[int64]foSeen{}
-	next := map[tp]int64{}
-	Eventually(func(g Gomega) {
-		fctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		fs := cl.PollFetches(fctx)
-		fs.EachRecord(func(r *kgo.Record) {
-			k := tp{r.Topic, r.Partition}
-			Expect(r.Offset).To(BeNumerically(">=", next[k]), "%v went backwards in the final read", k)
-			next[k] = r.Offset + 1
-			if out[k] == nil {
-				out[k] = map[int64]foSeen{}
-			}
-			out[k][r.Offset] = foSeen{string(r.Value), r.LeaderEpoch}
-		})
-		for _, k := range c.parts {
-			g.Expect(next[k]).To(BeNumerically(">=", end[k]), "%v read up to %d of %d", k, next[k], end[k])
+	readFromStart(ctx, cl, end, 2*time.Minute, func(r *kgo.Record) {
+		k := tp{r.Topic, r.Partition}
+		if out[k] == nil {
+			out[k] = map[int64]foSeen{}
 		}
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(10 * time.Millisecond).Should(Succeed())
+		out[k][r.Offset] = foSeen{string(r.Value), r.LeaderEpoch}
+	})
 	return out
 }
 
@@ -428,48 +311,18 @@ func foReadAll(ctx context.Context, c *foCluster) map[tp]map[int64]foSeen {
 // its offset; no value twice; no value in forbidden; and every record a
 // live consumer read is the one the final log holds at that offset.
 // It returns the number of records in the log.
-func foVerifyLog(final map[tp]map[int64]foSeen, acks *foAcks, forbidden map[string]bool, consumers ...*foConsumer) int {
+func foVerifyLog(final map[tp]map[int64]foSeen, acks *ackLedger, forbidden map[string]bool, consumers ...*foConsumer) int {
 	GinkgoHelper()
-	count := map[string]int{}
-	total := 0
-	for _, m := range final {
-		for _, s := range m {
-			count[s.value]++
-			total++
-		}
-	}
-	var lost, moved, dups, zombies, phantom, unacked []string
-	acks.mu.Lock()
-	ackedValues := map[string]bool{}
-	for _, m := range acks.at {
-		for _, v := range m {
-			ackedValues[v] = true
-		}
-	}
+	stored := map[tp]map[int64]string{}
 	for k, m := range final {
+		stored[k] = map[int64]string{}
 		for off, s := range m {
-			if !ackedValues[s.value] {
-				unacked = append(unacked, fmt.Sprintf("%s at %v offset %d", s.value, k, off))
-			}
+			stored[k][off] = s.value
 		}
 	}
-	for k, m := range acks.at {
-		for off, v := range m {
-			got, ok := final[k][off]
-			switch {
-			case !ok && count[v] == 0:
-				lost = append(lost, fmt.Sprintf("%s acknowledged at %v offset %d", v, k, off))
-			case got.value != v:
-				moved = append(moved, fmt.Sprintf("%s acknowledged at %v offset %d, which holds %q", v, k, off, got.value))
-			}
-		}
-	}
-	inconsistent := slices.Clone(acks.inconsistent)
-	acks.mu.Unlock()
-	for v, n := range count {
-		if n > 1 {
-			dups = append(dups, fmt.Sprintf("%s ×%d", v, n))
-		}
+	check := acks.check(stored)
+	var zombies, phantom []string
+	for v := range check.copies {
 		if forbidden[v] {
 			zombies = append(zombies, v)
 		}
@@ -487,30 +340,26 @@ func foVerifyLog(final map[tp]map[int64]foSeen, acks *foAcks, forbidden map[stri
 	}
 	clip := func(s []string) []string { slices.Sort(s); return s[:min(len(s), 20)] }
 	AddReportEntry("final log check", fmt.Sprintf("records %d (%d never acknowledged), acknowledged %d, lost %d, at another offset %d, duplicated %d, zombie records %d, consumer reads not in the log %d, two acks at one offset %d",
-		total, len(unacked), acks.n.Load(), len(lost), len(moved), len(dups), len(zombies), len(phantom), len(inconsistent)))
-	if len(unacked) > 0 {
+		check.records, len(check.unacked), acks.acked(), len(check.lost), len(check.moved), len(check.dups), len(zombies), len(phantom), len(check.inconsistent)))
+	if len(check.unacked) > 0 {
 		// Allowed: a produce that failed (or raced a stop) may or may not
 		// have been written, as in Kafka; it is still stored at most once.
-		AddReportEntry("records in the log never acknowledged", strings.Join(clip(unacked), "\n"))
+		AddReportEntry("records in the log never acknowledged", strings.Join(clip(check.unacked), "\n"))
 	}
-	Expect(clip(lost)).To(BeEmpty(), "acknowledged records lost (%d)", len(lost))
-	Expect(clip(moved)).To(BeEmpty(), "acknowledged records not at their acknowledged offset (%d)", len(moved))
-	Expect(clip(inconsistent)).To(BeEmpty(), "two records acknowledged at one offset")
-	Expect(clip(dups)).To(BeEmpty(), "records stored more than once (%d)", len(dups))
+	Expect(clip(check.lost)).To(BeEmpty(), "acknowledged records lost (%d)", len(check.lost))
+	Expect(clip(check.moved)).To(BeEmpty(), "acknowledged records not at their acknowledged offset (%d)", len(check.moved))
+	Expect(clip(check.inconsistent)).To(BeEmpty(), "two records acknowledged at one offset")
+	Expect(clip(check.dups)).To(BeEmpty(), "records stored more than once (%d)", len(check.dups))
 	Expect(clip(zombies)).To(BeEmpty(), "records a fenced zombie was sent are readable (%d)", len(zombies))
 	Expect(clip(phantom)).To(BeEmpty(), "consumers read records the log does not hold (%d)", len(phantom))
-	return total
+	return check.records
 }
 
 // foRoundClient returns a client seeded with b, and a function that closes it
 // (also run at cleanup, once).
 func foRoundClient(b *Broker, opts ...kgo.Opt) (*kgo.Client, func()) {
 	GinkgoHelper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(b.Addr),
-		kgo.ClientID("kaas-specs"),
-		kgo.WithLogger(kgo.BasicLogger(GinkgoWriter, kgo.LogLevelWarn, func() string { return "[kgo] " })),
-	}, opts...)...)
+	cl, err := kgo.NewClient(append(clientOpts(b), opts...)...)
 	Expect(err).NotTo(HaveOccurred())
 	var once sync.Once
 	closeFn := func() { once.Do(cl.Close) }
@@ -528,7 +377,7 @@ type foProbeAck struct {
 
 type foProbe struct {
 	cl     *kgo.Client
-	acks   *foAcks
+	acks   *ackLedger
 	hot    atomic.Pointer[tp]
 	stop   atomic.Bool
 	failed atomic.Int64
@@ -537,11 +386,11 @@ type foProbe struct {
 	events []foProbeAck
 }
 
-func startFoProbe(c *foCluster, acks *foAcks, hot tp) *foProbe {
+func startFoProbe(c *foCluster, acks *ackLedger, hot tp) *foProbe {
 	GinkgoHelper()
 	p := &foProbe{acks: acks, done: make(chan struct{})}
 	p.hot.Store(&hot)
-	p.cl = NewClient(c.brokers[0], foProducerOpts(c.seeds(c.brokers))...)
+	p.cl = NewClient(c.brokers[0], foProducerOpts(brokerAddrs(c.brokers))...)
 	go func() {
 		defer GinkgoRecover()
 		defer close(p.done)
@@ -672,12 +521,24 @@ func (r foRawResult) String() string {
 	return fmt.Sprintf("%s: acknowledged at offset %d", r.value, r.offset)
 }
 
+// foRequestOnce sends req once, in the background, to the client's only
+// seed broker (no retries, no metadata), allowing it a minute, and delivers
+// what answer makes of the response or the error on the returned channel.
+func foRequestOnce[T any](ctx context.Context, cl *kgo.Client, req kmsg.Request, answer func(kmsg.Response, error) T) <-chan T {
+	out := make(chan T, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		out <- answer(cl.SeedBrokers()[0].Request(rctx, req))
+	}()
+	return out
+}
+
 // foRawProduce sends one acks=all produce of value to partition k through
 // the client's only seed broker, once (no retries, no metadata), and
 // delivers the answer on the returned channel. The request is written at
 // once, also to a stopped broker (the kernel buffers it).
 func foRawProduce(ctx context.Context, cl *kgo.Client, k tp, value string) <-chan foRawResult {
-	out := make(chan foRawResult, 1)
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 5000
@@ -688,11 +549,9 @@ func foRawProduce(ctx context.Context, cl *kgo.Client, k tp, value string) <-cha
 	rp.Records = foRawBatch(value)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	go func() {
+	return foRequestOnce(ctx, cl, req, func(r kmsg.Response, err error) foRawResult {
 		res := foRawResult{value: value, offset: -1}
-		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		resp, err := req.RequestWith(rctx, cl.SeedBrokers()[0])
+		resp, _ := r.(*kmsg.ProduceResponse)
 		switch {
 		case err != nil:
 			res.err = err
@@ -702,9 +561,8 @@ func foRawProduce(ctx context.Context, cl *kgo.Client, k tp, value string) <-cha
 			p := resp.Topics[0].Partitions[0]
 			res.code, res.offset = p.ErrorCode, p.BaseOffset
 		}
-		out <- res
-	}()
-	return out
+		return res
+	})
 }
 
 // foFetchResult is the answer to one raw fetch: records by offset.
@@ -717,7 +575,6 @@ type foFetchResult struct {
 // foRawFetch fetches partition k from offset through the client's only seed
 // broker, once, without waiting for data.
 func foRawFetch(ctx context.Context, cl *kgo.Client, k tp, topicID string, offset int64) <-chan foFetchResult {
-	out := make(chan foFetchResult, 1)
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = 0
@@ -737,11 +594,9 @@ func foRawFetch(ctx context.Context, cl *kgo.Client, k tp, topicID string, offse
 	rp.LogStartOffset = -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	go func() {
+	return foRequestOnce(ctx, cl, req, func(r kmsg.Response, err error) foFetchResult {
 		res := foFetchResult{recs: map[int64]string{}}
-		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		resp, err := req.RequestWith(rctx, cl.SeedBrokers()[0])
+		resp, _ := r.(*kmsg.FetchResponse)
 		switch {
 		case err != nil:
 			res.err = err
@@ -762,9 +617,8 @@ func foRawFetch(ctx context.Context, cl *kgo.Client, k tp, topicID string, offse
 				res.recs[r.Offset] = string(r.Value)
 			}
 		}
-		out <- res
-	}()
-	return out
+		return res
+	})
 }
 
 // foWaitStopped waits until every thread of pid is stopped (SIGSTOP taken),
@@ -804,16 +658,13 @@ type foRegainedAck struct {
 var _ = Describe("partition owner failover", func() {
 	It("loses nothing when the owner of a hot partition is SIGKILLed 20 times", Label("cluster", "slow"), func(ctx SpecContext) {
 		started := time.Now()
-		c := startFoCluster(ctx)
-		c.agree(ctx, c.brokers, 30*time.Second)
-		acks := newFoAcks()
-		load := startFoLoad(c, acks)
+		c, acks, load := startFoLoaded(ctx)
 		probe := startFoProbe(c, acks, c.parts[0])
 		consumers := []*foConsumer{
 			startFoConsumer(ctx, "a", c, c.brokers),
 			startFoConsumer(ctx, "b", c, []*Broker{c.brokers[2], c.brokers[1]}, kgo.FetchMaxPartitionBytes(4<<10)),
 		}
-		Eventually(acks.n.Load).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeNumerically(">=", 1000))
+		acks.waitAcked(ctx, 1000, 60*time.Second)
 
 		var (
 			failovers     []time.Duration
@@ -838,9 +689,9 @@ var _ = Describe("partition owner failover", func() {
 			ackAt := probe.firstAckAfter(ctx, hot, killedAt, 60*time.Second)
 			failover := ackAt.Sub(killedAt)
 			failovers = append(failovers, failover)
-			survivors := c.others(victim)
+			survivors := without(c.brokers, victim)
 			after, _ := c.agree(ctx, survivors, 30*time.Second)
-			n := foExpectOnlyVictimMoved(owners, after, victimID)
+			n := expectOnlyVictimMoved(owners, after, victimID)
 			moved = append(moved, n)
 			fmt.Fprintf(GinkgoWriter, "round %d: failover of %v %v, %d partitions moved from broker %d\n", round+1, hot, failover, n, victimID)
 			for _, fc := range consumers {
@@ -850,9 +701,7 @@ var _ = Describe("partition owner failover", func() {
 			By(fmt.Sprintf("round %d: restarting broker %d", round+1, victimID))
 			victim.Restart()
 			rejoined, _ := c.agree(ctx, c.brokers, 30*time.Second)
-			for k, o := range rejoined {
-				Expect(o.epoch).To(BeNumerically(">=", after[k].epoch), "%v went back in epochs", k)
-			}
+			expectNoEpochWentBack(after, rejoined)
 		}
 
 		By("stopping the load and reading everything back")
@@ -861,20 +710,13 @@ var _ = Describe("partition owner failover", func() {
 		Expect(load.failed.Load()).To(BeZero(), "load produces failed")
 		Expect(probe.failed.Load()).To(BeZero(), "probe produces failed")
 		// The live consumers catch up, then stop.
-		ends := map[tp]int64{}
-		acks.mu.Lock()
-		for k, m := range acks.at {
-			for off := range m {
-				ends[k] = max(ends[k], off)
-			}
-		}
-		acks.mu.Unlock()
+		ends := acks.ends()
 		for _, fc := range consumers {
 			Eventually(func(g Gomega) {
 				fc.mu.Lock()
 				defer fc.mu.Unlock()
 				for k, end := range ends {
-					g.Expect(fc.last[k]).To(BeNumerically(">=", end), "consumer %s on %v", fc.name, k)
+					g.Expect(fc.last[k]+1).To(BeNumerically(">=", end), "consumer %s on %v", fc.name, k)
 				}
 			}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 			fc.expectSane()
@@ -896,7 +738,7 @@ var _ = Describe("partition owner failover", func() {
 		AddReportEntry("partitions moved per kill", fmt.Sprintf("mean %.2f of %d (per kill: %v)", movedAvg, len(c.parts), moved))
 		summary := fmt.Sprintf("FAILOVER p50=%v p99=%v kills=%d controller-kills=%d moved-per-kill=%.2f/%d records=%d acked=%d runtime=%v",
 			p50.Round(time.Millisecond), p99.Round(time.Millisecond), len(failovers), controllerHit, movedAvg, len(c.parts),
-			total, acks.n.Load(), time.Since(started).Round(time.Second))
+			total, acks.acked(), time.Since(started).Round(time.Second))
 		fmt.Fprintln(GinkgoWriter, summary)
 		fmt.Fprintf(GinkgoWriter, "failover samples: %s\n", foDurations(failovers))
 		fmt.Fprintln(os.Stdout, summary)
@@ -907,12 +749,9 @@ var _ = Describe("partition owner failover", func() {
 
 	It("never acknowledges or serves what a SIGSTOPped owner writes after it was fenced, 20 times", Label("cluster", "slow"), func(ctx SpecContext) {
 		started := time.Now()
-		c := startFoCluster(ctx)
-		c.agree(ctx, c.brokers, 30*time.Second)
-		acks := newFoAcks()
-		load := startFoLoad(c, acks)
+		c, acks, load := startFoLoaded(ctx)
 		consumers := []*foConsumer{startFoConsumer(ctx, "a", c, c.brokers)}
-		Eventually(acks.n.Load).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeNumerically(">=", 1000))
+		acks.waitAcked(ctx, 1000, 60*time.Second)
 
 		zombieSent := map[string]bool{} // every value sent to a fenced zombie
 		var (
@@ -931,7 +770,7 @@ var _ = Describe("partition owner failover", func() {
 			owners, ctrl := c.agree(ctx, c.brokers, 30*time.Second)
 			zid := owners[hot].leader
 			zombie := c.byID(zid)
-			survivors := c.others(zombie)
+			survivors := without(c.brokers, zombie)
 
 			// A client that talks to the zombie alone, its produce
 			// connection opened by a produce the zombie still owns.
@@ -958,12 +797,12 @@ var _ = Describe("partition owner failover", func() {
 			send(fmt.Sprintf("Z%02d-stopped", round))
 
 			after, _ := c.agree(ctx, survivors, 30*time.Second)
-			moved = append(moved, foExpectOnlyVictimMoved(owners, after, zid))
+			moved = append(moved, expectOnlyVictimMoved(owners, after, zid))
 			newOwner := after[hot]
 
 			// A produce through the new owner is acknowledged (a fresh
 			// client: the load's connections to the zombie hang).
-			pcl, closePcl := foRoundClient(survivors[0], foProducerOpts(c.seeds(survivors))...)
+			pcl, closePcl := foRoundClient(survivors[0], foProducerOpts(brokerAddrs(survivors))...)
 			v := fmt.Sprintf("N%02d", round)
 			r, err := pcl.ProduceSync(ctx, &kgo.Record{Topic: hot.topic, Partition: hot.partition, Value: []byte(v)}).First()
 			Expect(err).NotTo(HaveOccurred(), "produce through the new owner %d", newOwner.leader)
@@ -1036,9 +875,7 @@ var _ = Describe("partition owner failover", func() {
 			closeZcl()
 
 			rejoined, _ := c.agree(ctx, c.brokers, 30*time.Second)
-			for k, o := range rejoined {
-				Expect(o.epoch).To(BeNumerically(">=", after[k].epoch), "%v went back in epochs", k)
-			}
+			expectNoEpochWentBack(after, rejoined)
 			for _, fc := range consumers {
 				fc.expectSane()
 			}
@@ -1067,7 +904,7 @@ var _ = Describe("partition owner failover", func() {
 		AddReportEntry("answers to produces racing the SIGSTOP", strings.Join(inflight, "\n"))
 		AddReportEntry("fetches from the zombie after SIGCONT", fmt.Sprintf("%v", zombieFetches))
 		summary := fmt.Sprintf("ZOMBIE takeover p50=%v p99=%v rounds=%d zombie-produces=%d rejected=%v regained=%d records=%d acked=%d runtime=%v",
-			p50.Round(time.Millisecond), p99.Round(time.Millisecond), foRounds, len(zombieSent), rejections, len(regained), total, acks.n.Load(),
+			p50.Round(time.Millisecond), p99.Round(time.Millisecond), foRounds, len(zombieSent), rejections, len(regained), total, acks.acked(),
 			time.Since(started).Round(time.Second))
 		fmt.Fprintln(GinkgoWriter, summary)
 		fmt.Fprintln(os.Stdout, summary)

@@ -449,15 +449,20 @@ func SharedDataDirs(n int) []string {
 // ---------------------------------------------------------------------------
 // Clients
 
-// NewClient returns a franz-go client seeded with the broker, closed at cleanup.
-func NewClient(b *Broker, opts ...kgo.Opt) *kgo.Client {
-	GinkgoHelper()
-	base := []kgo.Opt{
+// clientOpts are the options a spec's franz-go client starts from: seeded
+// with the broker, the specs' client ID, warnings logged to GinkgoWriter.
+func clientOpts(b *Broker) []kgo.Opt {
+	return []kgo.Opt{
 		kgo.SeedBrokers(b.Addr),
 		kgo.ClientID("kaas-specs"),
 		kgo.WithLogger(kgo.BasicLogger(GinkgoWriter, kgo.LogLevelWarn, func() string { return "[kgo] " })),
 	}
-	cl, err := kgo.NewClient(append(base, opts...)...)
+}
+
+// NewClient returns a franz-go client seeded with the broker, closed at cleanup.
+func NewClient(b *Broker, opts ...kgo.Opt) *kgo.Client {
+	GinkgoHelper()
+	cl, err := kgo.NewClient(append(clientOpts(b), opts...)...)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(cl.Close)
 	return cl
