@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/states"
@@ -112,6 +113,9 @@ type Engine struct {
 	// the heartbeat lists them as open already, so the controller does not
 	// release (and rename away) a topic under an open that has begun.
 	opening map[string]bool
+	// statusDirs holds the record kinds whose status directory this
+	// process has made durable (states.EnsureStatusDir).
+	statusDirs sync.Map
 	// written is the last assignment this broker wrote as controller
 	// (only the cluster loop touches it).
 	written *cluster.Assignment
@@ -340,22 +344,66 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 	if err := e.upsertTopic(spec); err != nil {
 		return err
 	}
-	var errs []error
+	// Partitions are independent (own directory, fence, record): open
+	// them side by side, so that taking over many partitions costs about
+	// one takeover's round trips to the volume, not one per partition.
+	errs := make([]error, spec.Partitions)
+	var g errgroup.Group
+	g.SetLimit(parallelOpens)
+	prepared := false
 	for p := int32(0); p < spec.Partitions; p++ {
 		owner, mine, _ := e.ownerOf(spec.ID, p)
 		if !mine {
 			// Not ours (or not assigned yet): release it if we hold it.
-			if err := e.release(spec, p); err != nil {
-				errs = append(errs, err)
-			}
+			errs[p] = e.release(spec, p)
 			continue
 		}
-		if err := e.driveOpen(ctx, spec, p, owner.LeaderEpoch); err != nil {
-			errs = append(errs, err)
+		if cur := e.servingPartition(spec.Name, spec.ID, p); !prepared && (cur == nil || cur.Epoch() != owner.LeaderEpoch) {
+			// Before opens run side by side, make the topic directory
+			// exist durably, once: concurrent make-dir steps must not
+			// each assume another synced the shared parent.
+			if err := e.prepareTopicDir(spec); err != nil {
+				return err
+			}
+			prepared = true
 		}
+		g.Go(func() error {
+			errs[p] = e.driveOpen(ctx, spec, p, owner.LeaderEpoch)
+			return nil
+		})
 	}
+	_ = g.Wait()
 	return errors.Join(errs...)
 }
+
+// prepareTopicDir creates the topic directory (durably) before partitions
+// are opened in it, after re-reading the desired state: a topic marked
+// deleted since the reconcile began gets no directory back.
+func (e *Engine) prepareTopicDir(spec TopicSpec) error {
+	if err := e.stillDesired(spec); err != nil {
+		return err
+	}
+	if err := volume.MkdirAllSync(e.fsys, states.TopicDir(e.cfg.DataDir, spec.Name)); err != nil {
+		return fmt.Errorf("topic %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
+// stillDesired re-reads the desired state of spec's topic and fails unless
+// it still names this incarnation, undeleted.
+func (e *Engine) stillDesired(spec TopicSpec) error {
+	now, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name)
+	if err != nil {
+		return fmt.Errorf("topic %s: re-read desired state: %w", spec.Name, err)
+	}
+	if now.ID != spec.ID || now.Deleted {
+		return fmt.Errorf("topic %s: topic ID %s is deleted or replaced", spec.Name, spec.ID)
+	}
+	return nil
+}
+
+// parallelOpens bounds the partitions of one topic opened at once.
+const parallelOpens = 16
 
 // release unpublishes and closes a partition this broker no longer owns.
 func (e *Engine) release(spec TopicSpec, index int32) error {
@@ -398,7 +446,13 @@ func (e *Engine) upsertTopic(spec TopicSpec) error {
 }
 
 func (e *Engine) save(rec *states.Record) error {
-	return states.Save(e.fsys, e.cfg.ClusterDir, rec)
+	if _, ok := e.statusDirs.Load(rec.Kind); !ok {
+		if err := states.EnsureStatusDir(e.fsys, e.cfg.ClusterDir, rec.Kind); err != nil {
+			return err
+		}
+		e.statusDirs.Store(rec.Kind, true)
+	}
+	return states.SaveInStatusDir(e.fsys, e.cfg.ClusterDir, rec)
 }
 
 // driveOpen drives one partition's open machine to serving at the leader
@@ -468,12 +522,8 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 		// Re-read the desired state before creating anything: a delete
 		// marked since the reconcile began must not get its directories
 		// recreated by a late open.
-		now, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name)
-		if err != nil {
-			return fmt.Errorf("open %s/%d: re-read desired state: %w", spec.Name, index, err)
-		}
-		if now.ID != spec.ID || now.Deleted {
-			return fmt.Errorf("open %s/%d: topic ID %s is deleted or replaced", spec.Name, index, spec.ID)
+		if err := e.stillDesired(spec); err != nil {
+			return fmt.Errorf("open partition %d: %w", index, err)
 		}
 	}
 	var opened *Partition

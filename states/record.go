@@ -43,19 +43,34 @@ func RecordPath(clusterDir, kind, object string) string {
 	return path.Join(clusterDir, StatusDir, kind, url.PathEscape(object)+".json")
 }
 
-// Save writes rec atomically.
+// Save writes rec atomically, after making its kind's directory exist
+// durably (EnsureStatusDir).
 func Save(fsys volume.FS, clusterDir string, rec *Record) error {
+	if err := EnsureStatusDir(fsys, clusterDir, rec.Kind); err != nil {
+		return err
+	}
+	return SaveInStatusDir(fsys, clusterDir, rec)
+}
+
+// EnsureStatusDir creates the directory of kind's records and makes its
+// entry durable up the tree: without that, the first record of a kind (and
+// every one after it) could vanish in a crash.
+func EnsureStatusDir(fsys volume.FS, clusterDir, kind string) error {
+	if err := volume.MkdirAllSync(fsys, path.Dir(RecordPath(clusterDir, kind, "x"))); err != nil {
+		return fmt.Errorf("status dir for %s: %w", kind, err)
+	}
+	return nil
+}
+
+// SaveInStatusDir writes rec atomically into its kind's directory, which
+// the caller has made durable with EnsureStatusDir (once per process is
+// enough: it saves the directory syncs on every later record).
+func SaveInStatusDir(fsys volume.FS, clusterDir string, rec *Record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode record %s %s: %w", rec.Kind, rec.Object, err)
 	}
-	p := RecordPath(clusterDir, rec.Kind, rec.Object)
-	// The directory's own entry must be durable too, or the first record of
-	// a kind (and every one after it) vanishes in a crash.
-	if err := volume.MkdirAllSync(fsys, path.Dir(p)); err != nil {
-		return fmt.Errorf("status dir for %s: %w", rec.Kind, err)
-	}
-	return volume.WriteFileAtomic(fsys, p, b)
+	return volume.WriteFileAtomic(fsys, RecordPath(clusterDir, rec.Kind, rec.Object), b)
 }
 
 // Load reads one record; a missing record is (nil, nil).
