@@ -218,7 +218,13 @@ func (l *Log) Err() error {
 func (l *Log) fail(err error) error {
 	l.failure.CompareAndSwap(nil, &failedError{cause: err})
 	f := l.failure.Load()
-	if f.cause == err {
+	switch {
+	case f.cause != err:
+	case errors.Is(err, ErrFenced):
+		// A newer leader epoch took the partition over: the normal end of
+		// this writer's term, not a fault.
+		l.log.Info("fenced by a newer leader epoch; this writer acknowledges nothing more", "dir", l.dir, "epoch", l.cfg.Epoch, "cause", err.Error())
+	default:
 		l.log.Error(err, "partition log failed; it refuses writes until reopened", "dir", l.dir, "epoch", l.cfg.Epoch)
 	}
 	l.sync.wake()
