@@ -363,6 +363,7 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 			// exist durably, once: concurrent make-dir steps must not
 			// each assume another synced the shared parent.
 			if err := e.prepareTopicDir(spec); err != nil {
+				_ = g.Wait()
 				return err
 			}
 			prepared = true
