@@ -56,7 +56,13 @@ func (r *running) stop(t *testing.T) {
 
 func startEngine(t *testing.T, fsys volume.FS) *running {
 	t.Helper()
-	e, err := New(Config{FS: fsys, DataDir: testData, ClusterDir: testCluster, BrokerID: 1})
+	return startWith(t, Config{FS: fsys, DataDir: testData, ClusterDir: testCluster, BrokerID: 1})
+}
+
+// startWith runs an engine with cfg until the test ends.
+func startWith(t *testing.T, cfg Config) *running {
+	t.Helper()
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

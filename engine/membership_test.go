@@ -23,16 +23,8 @@ func startMember(t *testing.T, fsys volume.FS, id int32) *running {
 
 func startZonedMember(t *testing.T, fsys volume.FS, id int32, zone string) *running {
 	t.Helper()
-	e, err := New(Config{FS: fsys, DataDir: testData, ClusterDir: testCluster, BrokerID: id, Zone: zone,
+	return startWith(t, Config{FS: fsys, DataDir: testData, ClusterDir: testCluster, BrokerID: id, Zone: zone,
 		HeartbeatInterval: 10 * time.Millisecond, Lease: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{Engine: e, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- e.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	return r
 }
 
 // poll waits for cond, checking every few milliseconds.

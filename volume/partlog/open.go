@@ -179,16 +179,12 @@ func (l *Log) recover(prevFence int32) error {
 		if last {
 			limit = stop
 		}
-		s, err := l.recoverTail(ms, cp, i, limit)
+		s, err := l.recoverSegment(m, i, cp, limit)
 		if err != nil {
-			closeSegment(s, nil)
 			return err
 		}
-		l.segs = append(l.segs, s)
 		next = s.next
-		if limit >= 0 {
-			l.sealRecovered(&m.Segments[i], s)
-		} else {
+		if limit < 0 {
 			tail = s
 		}
 	}
@@ -204,16 +200,12 @@ func (l *Log) recover(prevFence int32) error {
 		if j < len(newer)-1 {
 			limit = newer[j+1].base
 		}
-		s, err := l.recoverTail(ms, nil, len(l.segs), limit)
+		s, err := l.recoverSegment(m, len(m.Segments)-1, nil, limit)
 		if err != nil {
-			closeSegment(s, nil)
 			return err
 		}
-		l.segs = append(l.segs, s)
 		next = s.next
-		if limit >= 0 {
-			l.sealRecovered(&m.Segments[len(m.Segments)-1], s)
-		} else {
+		if limit < 0 {
 			tail = s
 		}
 	}
@@ -290,6 +282,22 @@ func (l *Log) recover(prevFence int32) error {
 }
 
 // checkHistory refuses state written by a higher epoch.
+// recoverSegment recovers m.Segments[i] from cp (nil: from its start) up to
+// limit (-1: to its end, leaving it the active tail) and appends it to the
+// log's segments; a segment with a limit is sealed there.
+func (l *Log) recoverSegment(m *manifest, i int, cp *checkpoint, limit int64) (*segment, error) {
+	s, err := l.recoverTail(m.Segments[i], cp, len(l.segs), limit)
+	if err != nil {
+		closeSegment(s, nil)
+		return nil, err
+	}
+	l.segs = append(l.segs, s)
+	if limit >= 0 {
+		l.sealRecovered(&m.Segments[i], s)
+	}
+	return s, nil
+}
+
 func (l *Log) checkHistory(m *manifest) error {
 	if m.WriterEpoch > l.cfg.Epoch {
 		return fmt.Errorf("%w: manifest written by epoch %d, this writer has %d", ErrFenced, m.WriterEpoch, l.cfg.Epoch)
