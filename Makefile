@@ -7,6 +7,9 @@
 #   make specs-fast     acceptance specs without Label("slow")
 #   make specs-clients  only Label("clients")
 #   make specs-chaos    only Label("chaos")
+#   make specs-floor    fault-model scenarios on the contract-floor filesystem (root, /dev/fuse)
+#   make specs-gluster  bring up GlusterFS (.ci/gluster), run the multi-broker and
+#                       gluster-labelled specs with one mount per broker, tear it down
 #   make run            run a broker on 127.0.0.1:9092 (admin 127.0.0.1:9644)
 #   make run-cluster    N brokers (default 3) sharing ./kaas-cluster-data, on 127.0.0.1:9092..
 #   make bench          Go benchmarks, then kaas vs kfake vs disk with cmd/kaasbench (.ci/bench)
@@ -25,7 +28,7 @@ STATICCHECK_VERSION ?= v0.8.2
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-fast specs-clients specs-chaos run run-cluster bench lint fmt-check vet staticcheck clean
+.PHONY: all build test unit specs specs-fast specs-clients specs-chaos specs-floor specs-gluster run run-cluster bench lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -52,6 +55,19 @@ specs-clients:
 
 specs-chaos:
 	$(SPECS) -ginkgo.label-filter=chaos $(GINKGO_FLAGS)
+
+specs-floor:
+	$(SPECS) -ginkgo.label-filter=floor $(GINKGO_FLAGS)
+
+# `make specs` skips the gluster specs (no mounts named); this target gives
+# them mounts. GLUSTER_ROOT holds the bricks, state and mounts.
+GLUSTER_ROOT ?= /tmp/kaas-gluster
+specs-gluster:
+	@set -e; trap 'bash .ci/gluster down $(GLUSTER_ROOT) >&2' EXIT; \
+	mounts=$$(bash .ci/gluster up 3 $(GLUSTER_ROOT)); \
+	cached=$$(bash .ci/gluster up-cached 2 $(GLUSTER_ROOT)); \
+	KAAS_SPECS_MOUNTS=$$mounts KAAS_SPECS_CACHED_MOUNTS=$$cached \
+		$(SPECS) -ginkgo.label-filter='gluster || (cluster && !slow)' $(GINKGO_FLAGS)
 
 run:
 	$(GO) run ./cmd/kaas-broker $(RUN_ARGS)

@@ -59,6 +59,20 @@ type Config struct {
 	// Lease is how long a broker stays live without observed progress.
 	// Default cluster.DefaultLease.
 	Lease time.Duration
+	// UnsafeCompareWallClocks judges liveness by comparing this broker's
+	// wall clock (Now) with the wall time in other brokers' heartbeats:
+	// a negative control for the chaos tests of clock jumps (fault model
+	// T13), never set otherwise.
+	UnsafeCompareWallClocks bool
+
+	// UnsafeSkipFenceRecheck makes partition logs acknowledge without
+	// re-reading the fence after each fsync. Only chaos tests set it, as a
+	// negative control their checkers must catch (a zombie's acks).
+	UnsafeSkipFenceRecheck bool
+	// UnsafeInPlaceAssignment makes the controller overwrite the
+	// assignment file in place instead of temp+rename: a negative control
+	// for chaos tests of torn control-plane files.
+	UnsafeInPlaceAssignment bool
 }
 
 // Errors the front end maps to Kafka error codes.
@@ -178,7 +192,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.hb = cluster.NewHeartbeater(e.fsys, cfg.ClusterDir, cluster.Heartbeat{BrokerID: cfg.BrokerID,
 		KafkaAddr: cfg.KafkaAddr, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation})
+	e.hb.SetWallClock(cfg.Now)
 	e.obs = cluster.NewObserver(cfg.Lease, nil)
+	if cfg.UnsafeCompareWallClocks {
+		e.obs.UnsafeCompareWallClocks(cfg.Now)
+	}
 	e.elector = cluster.NewElector(cluster.ElectorConfig{FS: e.fsys, ClusterDir: cfg.ClusterDir, BrokerID: cfg.BrokerID,
 		Incarnation: e.incarnation, Observer: e.obs, Log: cfg.Logger.WithName("elector")})
 	e.areader = cluster.NewAssignmentReader(e.fsys, cfg.ClusterDir)
@@ -610,14 +628,15 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 	}
 	start := time.Now()
 	lg, err := partlog.Open(e.fsys, dir, partlog.Config{
-		Epoch:              epoch,
-		SegmentBytes:       spec.configInt("segment.bytes"),
-		SegmentAge:         time.Duration(spec.configInt("segment.ms")) * time.Millisecond,
-		MaxBatchBytes:      int32(spec.configInt("max.message.bytes")),
-		CheckpointInterval: e.cfg.CheckpointInterval,
-		PreviousEpochs:     previous,
-		Now:                e.cfg.Now,
-		Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
+		Epoch:                  epoch,
+		SegmentBytes:           spec.configInt("segment.bytes"),
+		SegmentAge:             time.Duration(spec.configInt("segment.ms")) * time.Millisecond,
+		MaxBatchBytes:          int32(spec.configInt("max.message.bytes")),
+		CheckpointInterval:     e.cfg.CheckpointInterval,
+		PreviousEpochs:         previous,
+		UnsafeSkipFenceRecheck: e.cfg.UnsafeSkipFenceRecheck,
+		Now:                    e.cfg.Now,
+		Logger:                 e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)

@@ -47,8 +47,11 @@ func (e *Engine) clusterLoop(ctx context.Context) {
 	defer t.Stop()
 	fast := time.NewTicker(e.cfg.HeartbeatInterval / 5)
 	defer fast.Stop()
+	probes := e.newProbeResponder() // answers starting brokers' volume checks (probe.go)
+	defer probes.wait()
 	for {
 		changed := e.clusterRound(ctx)
+		probes.round(ctx)
 		for watching := changed; ; {
 			var fastC <-chan time.Time
 			if watching {
@@ -227,7 +230,11 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 	}
 	// Remembered before the write: a write that fails may have landed.
 	e.written = next
-	if err := cluster.WriteAssignment(e.fsys, e.cfg.ClusterDir, next); err != nil {
+	write := cluster.WriteAssignment
+	if e.cfg.UnsafeInPlaceAssignment {
+		write = cluster.WriteAssignmentInPlaceUnsafe
+	}
+	if err := write(e.fsys, e.cfg.ClusterDir, next); err != nil {
 		return err
 	}
 	e.log.V(1).Info("assignment written", "controllerEpoch", epoch, "live", len(live), "topics", len(next.Topics))

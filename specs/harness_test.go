@@ -478,8 +478,14 @@ func NewAdmin(b *Broker) *kadm.Client {
 // until its metadata shows every partition with a leader.
 func CreateTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32) {
 	GinkgoHelper()
+	createTopicWithConfigs(ctx, adm, topic, partitions, nil)
+}
+
+// createTopicWithConfigs is CreateTopic with topic configs.
+func createTopicWithConfigs(ctx context.Context, adm *kadm.Client, topic string, partitions int32, configs map[string]*string) {
+	GinkgoHelper()
 	By(fmt.Sprintf("creating topic %q with %d partitions", topic, partitions))
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, topic)
 	Expect(err).NotTo(HaveOccurred(), "CreateTopic %s", topic)
 	Expect(resp.Err).NotTo(HaveOccurred(), "CreateTopic %s: %s", topic, resp.ErrMessage)
 	Eventually(func(g Gomega) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/crashtest"
 	"github.com/kaas-dev/kaas/volume/faultfs"
 	"github.com/kaas-dev/kaas/volume/memfs"
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -37,35 +38,97 @@ type run struct {
 	epoch     int32
 	// served is set when serve ran after a successful recover in this run.
 	served bool
+	// log is the log recover opened (takeover), readable the batches serve
+	// read back from it, by base offset.
+	log      *partlog.Log
+	readable map[int64][]byte
 }
 
-// sweepScenario is one machine's crash-sweep workload.
+// trial is what one crash point's workload keeps outside the volume: what
+// was acknowledged, a previous owner still running, the logs to close, and
+// broken invariants seen inside actions.
+type trial struct {
+	acked    map[int64][]byte // batches acknowledged, by base offset
+	wrote    map[int64][][]byte
+	zombie   *partlog.Log // the previous owner, until the crash
+	oldEpoch int32
+	logs     []*partlog.Log
+	problems []string
+}
+
+func newTrial() *trial {
+	return &trial{acked: map[int64][]byte{}, wrote: map[int64][][]byte{}}
+}
+
+// closeAll closes every log the trial opened. After a crash they fail: the
+// process they belong to is gone.
+func (tr *trial) closeAll() {
+	for _, lg := range tr.logs {
+		_ = lg.Close()
+	}
+	tr.logs = nil
+	if tr.zombie != nil {
+		_ = tr.zombie.Close()
+		tr.zombie = nil
+	}
+}
+
+// Host names: setup prepares the volume (the previous owner, for a
+// takeover), the workload runs on "owner", and after the crash a fresh
+// process on another host re-drives.
+const (
+	hostSetup     = "old-owner"
+	hostOwner     = "owner"
+	hostRestarted = "restarted"
+)
+
+// sweepScenario is one crash-sweep workload of a machine.
 type sweepScenario struct {
-	object string
-	// setup prepares the volume durably before the workload (not counted).
-	setup func(t *testing.T, fsys volume.FS)
-	// bind builds the actions on fsys.
-	bind func(fsys volume.FS) *run
-	// restart turns a record loaded after a crash into what a fresh
+	// variant names the workload when a machine has several.
+	variant string
+	object  string
+	// setup prepares the volume durably before the workload (not counted),
+	// on the setup host's view.
+	setup func(t *testing.T, fsys volume.FS, tr *trial)
+	// bind builds the actions on fsys for one drive of rec.
+	bind func(fsys volume.FS, rec *states.Record, tr *trial) *run
+	// restart turns a record loaded from the volume into what a fresh
 	// process drives (nil: as loaded).
 	restart func(rec *states.Record)
 	// check verifies the end state on the recovered volume.
-	check func(t *testing.T, fsys volume.FS, rec *states.Record, r *run)
+	check func(t *testing.T, fsys volume.FS, rec *states.Record, r *run, tr *trial)
 }
 
-// sweepScenarios must hold one scenario for every machine in
+func (sc sweepScenario) name(def states.Definition) string {
+	if sc.variant == "" {
+		return def.Kind
+	}
+	return def.Kind + "/" + sc.variant
+}
+
+// sweepScenarios must hold at least one scenario for every machine in
 // states.Machines; TestCrashSweep fails for a machine without one.
-var sweepScenarios = map[string]sweepScenario{
-	states.PartitionOpen.Kind: partitionOpenScenario(),
-	states.TopicDelete.Kind:   topicDeleteScenario(),
+var sweepScenarios = map[string][]sweepScenario{
+	states.PartitionOpen.Kind: {partitionOpenScenario(), takeoverScenario()},
+	states.TopicDelete.Kind:   {topicDeleteScenario()},
+}
+
+// restartPartitionOpen is what the engine does with a loaded record:
+// recovered and serving name handles held by a process, and a restarted
+// process holds none.
+func restartPartitionOpen(rec *states.Record) {
+	if rec.State == "recovered" || rec.State == "serving" {
+		rec.State = "stamped"
+	}
 }
 
 func partitionOpenScenario() sweepScenario {
 	dir := states.PartitionDir(sweepData, sweepTopic, 0)
 	return sweepScenario{
-		object: states.PartitionObject(sweepTopic, 0),
-		setup:  func(t *testing.T, fsys volume.FS) {},
-		bind: func(fsys volume.FS) *run {
+		variant: "new",
+		object:  states.PartitionObject(sweepTopic, 0),
+		setup:   func(t *testing.T, fsys volume.FS, tr *trial) {},
+		bind: func(fsys volume.FS, _ *states.Record, _ *trial) *run {
 			r := &run{}
 			fenceFn := func(ctx context.Context) error {
 				fence, err := partlog.ReadFence(fsys, dir)
@@ -106,33 +169,35 @@ func partitionOpenScenario() sweepScenario {
 			r.acts = states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, fenceFn, recoverFn, serveFn)
 			return r
 		},
-		// As the engine does: recovered and serving name handles held by a
-		// process, and a restarted process holds none.
-		restart: func(rec *states.Record) {
-			if rec.State == "recovered" || rec.State == "serving" {
-				rec.State = "stamped"
-			}
-		},
-		check: func(t *testing.T, fsys volume.FS, rec *states.Record, r *run) {
+		restart: restartPartitionOpen,
+		check: func(t *testing.T, fsys volume.FS, rec *states.Record, r *run, _ *trial) {
 			t.Helper()
-			if st, err := fsys.Stat(dir); err != nil || !st.IsDir() {
-				t.Fatalf("partition dir %s: %v", dir, err)
-			}
-			st, err := states.ReadStamp(fsys, sweepData, sweepTopic)
-			if err != nil || st.TopicID != sweepTopicID || st.Topic != sweepTopic {
-				t.Fatalf("stamp = %+v, %v; want topic ID %s", st, err, sweepTopicID)
-			}
-			if !r.recovered || !r.served {
-				t.Fatalf("recover/serve did not both succeed in the final drive (recovered %v, served %v)", r.recovered, r.served)
-			}
-			fence, err := partlog.ReadFence(fsys, dir)
-			if err != nil || fence != r.epoch {
-				t.Fatalf("fence = %d, %v; want the recovered epoch %d", fence, err, r.epoch)
-			}
-			if rec.State != "serving" {
-				t.Fatalf("record state %q, want serving", rec.State)
-			}
+			checkServing(t, fsys, rec, r)
 		},
+	}
+}
+
+// checkServing checks partition-open's end state: directory, stamp, fence
+// at the epoch the final drive recovered with, record serving.
+func checkServing(t *testing.T, fsys volume.FS, rec *states.Record, r *run) {
+	t.Helper()
+	dir := states.PartitionDir(sweepData, sweepTopic, 0)
+	if st, err := fsys.Stat(dir); err != nil || !st.IsDir() {
+		t.Fatalf("partition dir %s: %v", dir, err)
+	}
+	st, err := states.ReadStamp(fsys, sweepData, sweepTopic)
+	if err != nil || st.TopicID != sweepTopicID || st.Topic != sweepTopic {
+		t.Fatalf("stamp = %+v, %v; want topic ID %s", st, err, sweepTopicID)
+	}
+	if !r.recovered || !r.served {
+		t.Fatalf("recover/serve did not both succeed in the final drive (recovered %v, served %v)", r.recovered, r.served)
+	}
+	fence, err := partlog.ReadFence(fsys, dir)
+	if err != nil || fence != r.epoch {
+		t.Fatalf("fence = %d, %v; want the recovered epoch %d", fence, err, r.epoch)
+	}
+	if rec.State != "serving" {
+		t.Fatalf("record state %q, want serving", rec.State)
 	}
 }
 
@@ -151,7 +216,7 @@ func forgetDesired(fsys volume.FS) states.Action {
 
 // setupTopic makes a durable topic directory with a stamp, two partition
 // logs holding data, and a desired-state file.
-func setupTopic(t *testing.T, fsys volume.FS) {
+func setupTopic(t *testing.T, fsys volume.FS, _ *trial) {
 	t.Helper()
 	for p := int32(0); p < 2; p++ {
 		dir := states.PartitionDir(sweepData, sweepTopic, p)
@@ -181,15 +246,18 @@ func topicDeleteScenario() sweepScenario {
 	return sweepScenario{
 		object: sweepTopic,
 		setup:  setupTopic,
-		bind: func(fsys volume.FS) *run {
+		bind: func(fsys volume.FS, _ *states.Record, _ *trial) *run {
 			release := func(ctx context.Context) error { return nil }
 			return &run{acts: states.TopicDeleteActions(fsys, sweepData, sweepTopic, sweepTopicID, release, forgetDesired(fsys))}
 		},
-		check: checkTopicDeleted,
+		check: func(t *testing.T, fsys volume.FS, rec *states.Record, _ *run, _ *trial) {
+			t.Helper()
+			checkTopicDeleted(t, fsys, rec)
+		},
 	}
 }
 
-func checkTopicDeleted(t *testing.T, fsys volume.FS, rec *states.Record, _ *run) {
+func checkTopicDeleted(t *testing.T, fsys volume.FS, rec *states.Record) {
 	t.Helper()
 	for _, p := range []string{states.TopicDir(sweepData, sweepTopic), states.TrashPath(sweepData, sweepTopic, sweepTopicID), desiredFile()} {
 		if _, err := fsys.Stat(p); !errors.Is(err, fs.ErrNotExist) {
@@ -201,23 +269,34 @@ func checkTopicDeleted(t *testing.T, fsys volume.FS, rec *states.Record, _ *run)
 	}
 }
 
-// newSweepVolume returns a fresh memfs with the scenario's setup applied.
-func newSweepVolume(t *testing.T, sc sweepScenario) *memfs.FS {
+// newSweepWorld returns a fresh world of sub with the scenario's setup
+// applied on the setup host.
+func newSweepWorld(t *testing.T, sub substrate, sc sweepScenario) (world, *trial) {
 	t.Helper()
-	mem := memfs.New()
-	if err := volume.MkdirAllSync(mem, sweepCluster); err != nil {
+	w := sub.Fresh()
+	fsys := w.Host(hostSetup)
+	if err := volume.MkdirAllSync(fsys, sweepCluster); err != nil {
 		t.Fatal(err)
 	}
-	sc.setup(t, mem)
-	return mem
+	tr := newTrial()
+	sc.setup(t, fsys, tr)
+	return w, tr
+}
+
+// newSweepVolume is newSweepWorld on a plain memfs, for the tests below
+// that inject other faults.
+func newSweepVolume(t *testing.T, sc sweepScenario) *memfs.FS {
+	t.Helper()
+	w, _ := newSweepWorld(t, substrates()[0], sc)
+	return w.(crashtest.MemWorld).Mem
 }
 
 func saver(fsys volume.FS) func(*states.Record) error {
 	return func(rec *states.Record) error { return states.Save(fsys, sweepCluster, rec) }
 }
 
-// loadOrInitial reloads a record from the volume; a missing one starts at
-// the machine's initial state.
+// loadOrInitial reloads a record from the volume, as a fresh process
+// would; a missing one starts at the machine's initial state.
 func loadOrInitial(t *testing.T, fsys volume.FS, def states.Definition, sc sweepScenario) *states.Record {
 	t.Helper()
 	rec, err := states.Load(fsys, sweepCluster, def.Kind, sc.object)
@@ -233,14 +312,14 @@ func loadOrInitial(t *testing.T, fsys volume.FS, def states.Definition, sc sweep
 	return rec
 }
 
-// redrive drives rec to the end state on fsys, with no faults, in a bounded
-// number of passes, reloading the record from the volume before each.
-func redrive(t *testing.T, fsys volume.FS, def states.Definition, sc sweepScenario) (*states.Record, *run) {
+// redrive drives the record on fsys to the end state, with no faults, in a
+// bounded number of passes, reloading it from the volume before each.
+func redrive(t *testing.T, fsys volume.FS, def states.Definition, sc sweepScenario, tr *trial) (*states.Record, *run) {
 	t.Helper()
 	var lastErr error
 	for pass := 0; pass < 3; pass++ {
 		rec := loadOrInitial(t, fsys, def, sc)
-		r := sc.bind(fsys)
+		r := sc.bind(fsys, rec, tr)
 		lastErr = states.Drive(context.Background(), def, rec, r.acts, saver(fsys), sweepNow)
 		if lastErr == nil {
 			saved, err := states.Load(fsys, sweepCluster, def.Kind, sc.object)
@@ -249,74 +328,104 @@ func redrive(t *testing.T, fsys volume.FS, def states.Definition, sc sweepScenar
 			}
 			return rec, r
 		}
+		t.Logf("fault-free pass %d: %v", pass, lastErr)
 	}
 	t.Fatalf("did not converge after 3 fault-free passes: %v", lastErr)
 	return nil, nil
 }
 
-// TestCrashSweep crashes every machine at every mutating operation of its
-// workload, before and after it is applied, and checks that a fresh process
-// re-driving from what survived reaches the end state with its invariants.
+// sweepOne runs one scenario's crash sweep on one substrate and returns the
+// number of crash points covered.
+func sweepOne(t *testing.T, def states.Definition, sc sweepScenario, sub substrate) int {
+	t.Helper()
+	// Clean run: learn N and check the workload itself.
+	w, tr := newSweepWorld(t, sub, sc)
+	clean := faultfs.New(w.Host(hostOwner), nil)
+	rec := loadOrInitial(t, clean, def, sc)
+	r := sc.bind(clean, rec, tr)
+	err := states.Drive(context.Background(), def, rec, r.acts, saver(clean), sweepNow)
+	tr.closeAll()
+	if err != nil {
+		t.Fatalf("clean run: %v", err)
+	}
+	sc.check(t, w.Host(hostOwner), rec, r, tr)
+	checkProblems(t, tr)
+	n := clean.MutatingOps()
+	if n == 0 {
+		t.Fatal("clean run made no mutating operations")
+	}
+	covered := 0
+	for i := 0; i < n; i++ {
+		for _, after := range []bool{false, true} {
+			name := fmt.Sprintf("op%03d-before", i)
+			if after {
+				name = fmt.Sprintf("op%03d-after", i)
+			}
+			ok := t.Run(name, func(t *testing.T) {
+				w, tr := newSweepWorld(t, sub, sc)
+				defer tr.closeAll()
+				ffs := faultfs.New(w.Host(hostOwner), faultfs.CrashAtMutating(i, after))
+				rec := loadOrInitial(t, w.Host(hostOwner), def, sc)
+				r := sc.bind(ffs, rec, tr)
+				err := states.Drive(context.Background(), def, rec, r.acts, saver(ffs), sweepNow)
+				if !ffs.Crashed() {
+					t.Fatalf("crash point not reached (drive: %v, %d mutating ops)", err, ffs.MutatingOps())
+				}
+				if err == nil {
+					t.Fatalf("drive reported success although the volume crashed")
+				}
+				// Everything running before the crash is gone with it.
+				restarted := w.Crash()
+				tr.closeAll()
+				fsys := restarted.Host(hostRestarted)
+				rec2, r2 := redrive(t, fsys, def, sc, tr)
+				tr.closeAll()
+				sc.check(t, fsys, rec2, r2, tr)
+				checkProblems(t, tr)
+			})
+			if ok {
+				covered++
+			}
+		}
+	}
+	t.Logf("crash sweep %s on %s: %d crash points (%d mutating ops x before/after)", sc.name(def), sub.Name, covered, n)
+	return covered
+}
+
+func checkProblems(t *testing.T, tr *trial) {
+	t.Helper()
+	for _, p := range tr.problems {
+		t.Error(p)
+	}
+}
+
+// TestCrashSweep crashes every machine at every mutating operation of each
+// of its workloads, before and after it is applied, on every substrate, and
+// checks that a fresh process re-driving from what survived reaches the end
+// state with its invariants.
 func TestCrashSweep(t *testing.T) {
-	total := 0
+	total := map[string]int{}
+	subs := substrates()
 	for _, def := range states.Machines {
-		sc, ok := sweepScenarios[def.Kind]
-		if !ok {
+		scs := sweepScenarios[def.Kind]
+		if len(scs) == 0 {
 			t.Errorf("machine %q has no crash-sweep scenario: add one to sweepScenarios", def.Kind)
 			continue
 		}
-		t.Run(def.Kind, func(t *testing.T) {
-			// Clean run: learn N and check the workload itself.
-			mem := newSweepVolume(t, sc)
-			clean := faultfs.New(mem, nil)
-			rec := &states.Record{Kind: def.Kind, Object: sc.object, Desired: def.End}
-			r := sc.bind(clean)
-			if err := states.Drive(context.Background(), def, rec, r.acts, saver(clean), sweepNow); err != nil {
-				t.Fatalf("clean run: %v", err)
-			}
-			sc.check(t, mem, rec, r)
-			n := clean.MutatingOps()
-			if n == 0 {
-				t.Fatal("clean run made no mutating operations")
-			}
+		for _, sub := range subs {
 			covered := 0
-			for i := 0; i < n; i++ {
-				for _, after := range []bool{false, true} {
-					name := fmt.Sprintf("op%03d-before", i)
-					if after {
-						name = fmt.Sprintf("op%03d-after", i)
-					}
-					ok := t.Run(name, func(t *testing.T) {
-						mem := newSweepVolume(t, sc)
-						ffs := faultfs.New(mem, faultfs.CrashAtMutating(i, after))
-						rec := &states.Record{Kind: def.Kind, Object: sc.object, Desired: def.End}
-						r := sc.bind(ffs)
-						err := states.Drive(context.Background(), def, rec, r.acts, saver(ffs), sweepNow)
-						if !ffs.Crashed() {
-							t.Fatalf("crash point not reached (drive: %v, %d mutating ops)", err, ffs.MutatingOps())
-						}
-						if err == nil {
-							t.Fatalf("drive reported success although the volume crashed")
-						}
-						if !errors.Is(err, faultfs.ErrCrashed) {
-							t.Logf("drive error does not wrap ErrCrashed: %v", err)
-						}
-						clone := mem.CrashClone()
-						rec2, r2 := redrive(t, faultfs.New(clone, nil), def, sc)
-						sc.check(t, clone, rec2, r2)
-					})
-					if ok {
-						covered++
-					}
-				}
+			for _, sc := range scs {
+				t.Run(sub.Name+"/"+sc.name(def), func(t *testing.T) {
+					covered += sweepOne(t, def, sc, sub)
+				})
 			}
-			t.Logf("crash sweep %s: %d crash points (%d mutating ops x before/after)", def.Kind, covered, n)
-			fmt.Printf("crash sweep %s: %d crash points covered\n", def.Kind, covered)
-			total += covered
-		})
+			total[sub.Name] += covered
+			fmt.Printf("crash sweep %s: %d crash points (%s)\n", def.Kind, covered, sub.Name)
+		}
 	}
-	t.Logf("crash sweep: %d crash points covered in total over %d machines", total, len(states.Machines))
-	fmt.Printf("crash sweep total: %d crash points over %d machines\n", total, len(states.Machines))
+	for _, sub := range subs {
+		fmt.Printf("crash sweep total: %d crash points over %d machines (%s)\n", total[sub.Name], len(states.Machines), sub.Name)
+	}
 }
 
 // TestSweepScenariosMatchMachines keeps the registry honest both ways.
@@ -327,8 +436,15 @@ func TestSweepScenariosMatchMachines(t *testing.T) {
 			t.Errorf("machine kind %q listed twice", def.Kind)
 		}
 		kinds[def.Kind] = true
-		if _, ok := sweepScenarios[def.Kind]; !ok {
+		if len(sweepScenarios[def.Kind]) == 0 {
 			t.Errorf("machine %q has no crash-sweep scenario", def.Kind)
+		}
+		seen := map[string]bool{}
+		for _, sc := range sweepScenarios[def.Kind] {
+			if seen[sc.variant] {
+				t.Errorf("machine %q: scenario variant %q listed twice", def.Kind, sc.variant)
+			}
+			seen[sc.variant] = true
 		}
 	}
 	for k := range sweepScenarios {
@@ -344,7 +460,7 @@ var errPurge = errors.New("injected: directory not empty")
 // (attempts, last error) and converges once the fault is gone.
 func TestTopicDeletePurgeTransientFailure(t *testing.T) {
 	def := states.TopicDelete
-	sc := sweepScenarios[def.Kind]
+	sc := sweepScenarios[def.Kind][0]
 	trashGlob := path.Join(sweepData, states.TrashDir, "*")
 	// Every purge pass tries the trash entry's Remove twice (the cheap try,
 	// then again after emptying it), so f injected failures cost f/2 passes.
@@ -355,7 +471,7 @@ func TestTopicDeletePurgeTransientFailure(t *testing.T) {
 			rec := &states.Record{Kind: def.Kind, Object: sc.object, Desired: def.End}
 			passes := 0
 			for ; passes < 10; passes++ {
-				r := sc.bind(ffs)
+				r := sc.bind(ffs, rec, newTrial())
 				err := states.Drive(context.Background(), def, rec, r.acts, saver(ffs), sweepNow)
 				if err == nil {
 					break
@@ -379,7 +495,7 @@ func TestTopicDeletePurgeTransientFailure(t *testing.T) {
 			if rec.Attempts != passes || rec.LastError != "" {
 				t.Fatalf("record after convergence %+v: attempts %d and no last error expected", rec, passes)
 			}
-			checkTopicDeleted(t, mem, rec, nil)
+			checkTopicDeleted(t, mem, rec)
 		})
 	}
 }
@@ -389,14 +505,14 @@ func TestTopicDeletePurgeTransientFailure(t *testing.T) {
 // stop the re-driven purge.
 func TestTopicDeleteStrayFileInTrash(t *testing.T) {
 	def := states.TopicDelete
-	sc := sweepScenarios[def.Kind]
+	sc := sweepScenarios[def.Kind][0]
 	trash := states.TrashPath(sweepData, sweepTopic, sweepTopicID)
 	for _, stray := range []string{".nfs000000000001", "0/.nfs000000000002", "late-segment.log", "new-subdir/x"} {
 		t.Run(strings.ReplaceAll(stray, "/", "_"), func(t *testing.T) {
 			mem := newSweepVolume(t, sc)
 			ffs := faultfs.New(mem, faultfs.FailMatching(faultfs.OpRemove, trash, syscall.ENOTEMPTY, false, 0))
 			rec := &states.Record{Kind: def.Kind, Object: sc.object, Desired: def.End}
-			err := states.Drive(context.Background(), def, rec, sc.bind(ffs).acts, saver(ffs), sweepNow)
+			err := states.Drive(context.Background(), def, rec, sc.bind(ffs, rec, newTrial()).acts, saver(ffs), sweepNow)
 			if !errors.Is(err, syscall.ENOTEMPTY) || rec.State != "renamed" {
 				t.Fatalf("first pass: %v in state %q, want ENOTEMPTY at renamed", err, rec.State)
 			}
@@ -409,8 +525,8 @@ func TestTopicDeleteStrayFileInTrash(t *testing.T) {
 			}
 			// Re-drive twice from the volume: the second pass must be a no-op.
 			for pass := 0; pass < 2; pass++ {
-				rec, r := redrive(t, mem, def, sc)
-				checkTopicDeleted(t, mem, rec, r)
+				rec, _ := redrive(t, mem, def, sc, newTrial())
+				checkTopicDeleted(t, mem, rec)
 			}
 		})
 	}

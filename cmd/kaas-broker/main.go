@@ -6,7 +6,7 @@
 // Every flag has an environment equivalent (KAAS_DATA_DIR, KAAS_CLUSTER_DIR,
 // KAAS_BROKER_ID, KAAS_LISTEN, KAAS_ADVERTISE, KAAS_ADMIN, KAAS_ZONE,
 // KAAS_AUTO_CREATE_TOPICS, KAAS_DEFAULT_PARTITIONS, KAAS_HEARTBEAT_INTERVAL,
-// KAAS_LEASE, KAAS_LOG_FORMAT, KAAS_V);
+// KAAS_LEASE, KAAS_LOG_FORMAT, KAAS_V, KAAS_CHECK_VOLUME);
 // a flag given on the command line wins.
 package main
 
@@ -42,6 +42,8 @@ type options struct {
 	maxQueuedBytes                                                      int64
 	shutdownTimeout                                                     time.Duration
 	heartbeatInterval, lease                                            time.Duration
+	volumeCheck                                                         volumeCheckOptions
+	unsafe                                                              unsafeOptions
 }
 
 func envOr(key, def string) string {
@@ -87,7 +89,9 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", envDuration("KAAS_HEARTBEAT_INTERVAL", cluster.DefaultHeartbeatInterval), "how often the broker writes its heartbeat and reads the others' and the assignment (KAAS_HEARTBEAT_INTERVAL)")
 	fs.DurationVar(&o.lease, "lease", envDuration("KAAS_LEASE", cluster.DefaultLease), "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
 	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
+	o.volumeCheck.register(fs)
 	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL[:COUNT[@FIRST][:before|after]],... (see faults.go; KAAS_INJECT_FAULTS)")
+	o.unsafe.register(fs)
 	fs.StringVar(&o.logFormat, "log-format", envOr("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -146,6 +150,25 @@ func run(o options, log logr.Logger) error {
 	if o.faults != "" {
 		log.Info("volume fault injection is on: this broker is for tests", "faults", o.faults)
 	}
+	negative, err := o.unsafe.controls()
+	if err != nil {
+		return err
+	}
+	if len(negative) > 0 {
+		log.Info("UNSAFE: negative controls are on; this broker loses acknowledged data by design and is for chaos tests only", "controls", o.unsafe.negative)
+	}
+	if negative[noFsync] {
+		fsys = noSyncFS{fsys}
+	}
+	clock := &jumpClock{}
+	now := time.Now
+	if o.unsafe.debugClock {
+		now = clock.Now
+		log.Info("debug clock is on: POST /debug/clock?jump=D moves this broker's wall clock; for tests only")
+	}
+	if err := o.volumeCheck.check(ctx, log, data, clusterDir, int32(o.id), o.lease); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
@@ -160,6 +183,8 @@ func run(o options, log logr.Logger) error {
 		Logger:    log.WithName("engine"),
 		KafkaAddr: advertise, AdminAddr: o.admin, Zone: o.zone,
 		HeartbeatInterval: o.heartbeatInterval, Lease: o.lease,
+		Now: now, UnsafeCompareWallClocks: negative[wallClockLease], UnsafeSkipFenceRecheck: negative[noFenceRecheck],
+		UnsafeInPlaceAssignment: negative[inPlaceAssignment],
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -184,7 +209,11 @@ func run(o options, log logr.Logger) error {
 			<-engDone
 			return fmt.Errorf("admin listen on %s: %w", o.admin, err)
 		}
-		admin = &http.Server{Handler: adminMux(eng), ReadHeaderTimeout: 10 * time.Second}
+		mux := adminMux(eng)
+		if o.unsafe.debugClock {
+			clock.serve(mux)
+		}
+		admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = admin.Serve(aln) }()
 	}
 	srvDone := make(chan error, 1)

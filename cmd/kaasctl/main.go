@@ -34,6 +34,7 @@ Commands:
   brokers            brokers from their heartbeats: live (counter moving while kaasctl watches,
                      up to --watch), controller, addresses, zone, partitions owned and open
   assignment         each partition's owner and leader epoch, as the controller assigned them
+  check-volume       check that --data keeps kaas's volume promises (--peer DIR2: a second mount; --json)
 
 Sources (one of):
   --data DIR         read the volume directly (no broker needed); --cluster-dir if not <data>/__cluster
@@ -59,6 +60,9 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "check-volume" {
+		return checkVolume(rest, out)
+	}
 	var sub []string
 	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 		sub, rest = append(sub, rest[0]), rest[1:]

@@ -178,6 +178,36 @@ func WriteAssignment(fsys volume.FS, clusterDir string, a *Assignment) error {
 	return nil
 }
 
+// WriteAssignmentInPlaceUnsafe overwrites the assignment file in place,
+// with no temp file and no rename, so a reader or a crash can find it torn.
+// It exists only as a negative control for chaos tests, whose checkers must
+// catch what it breaks; nothing else calls it.
+func WriteAssignmentInPlaceUnsafe(fsys volume.FS, clusterDir string, a *Assignment) error {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("write assignment in place: %w", err)
+	}
+	f, err := fsys.Create(AssignmentPath(clusterDir))
+	if err != nil {
+		return fmt.Errorf("write assignment in place: %w", err)
+	}
+	// Two writes, as a large file would take several.
+	half := len(b) / 2
+	if _, err = f.Write(b[:half]); err == nil {
+		_, err = f.Write(b[half:])
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write assignment in place: %w", err)
+	}
+	return nil
+}
+
 // sweepAssignmentTemps removes leftover temp files of assignment writes,
 // best effort.
 func sweepAssignmentTemps(fsys volume.FS, clusterDir string) {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -41,6 +42,11 @@ type Heartbeat struct {
 	// "<topic>/<partition>@<topicID>#<leaderEpoch>": the controller gives
 	// each a new leader epoch, so the reopened log starts a new epoch.
 	Reopen []string `json:"reopen,omitempty"`
+	// WrittenAt is the writer's wall clock at the write, in Unix
+	// milliseconds: for people reading the file. Clocks of different hosts
+	// are never compared for liveness (DESIGN.md §2), except by the
+	// wall-clock negative control of the chaos tests (Observer).
+	WrittenAt int64 `json:"writtenAtUnixMilli,omitempty"`
 }
 
 func (h Heartbeat) validate() error {
@@ -134,12 +140,20 @@ type Heartbeater struct {
 	mu    sync.Mutex
 	hb    Heartbeat
 	swept bool
+	wall  func() time.Time
 }
 
 // NewHeartbeater returns a Heartbeater for hb's broker; hb.Counter is the
 // counter of the last beat (normally 0). It writes nothing until Beat.
 func NewHeartbeater(fsys volume.FS, clusterDir string, hb Heartbeat) *Heartbeater {
-	return &Heartbeater{fsys: fsys, clusterDir: clusterDir, hb: hb}
+	return &Heartbeater{fsys: fsys, clusterDir: clusterDir, hb: hb, wall: time.Now}
+}
+
+// SetWallClock sets the clock WrittenAt is read from (time.Now by default).
+func (h *Heartbeater) SetWallClock(now func() time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wall = now
 }
 
 // Beat increments the counter and writes the heartbeat. The first Beat also
@@ -189,6 +203,7 @@ func (h *Heartbeater) beatLocked() error {
 	// The counter grows even if the write fails: a failed write may have
 	// landed, and a counter must never be written twice with two meanings.
 	h.hb.Counter++
+	h.hb.WrittenAt = h.wall().UnixMilli()
 	return WriteHeartbeat(h.fsys, h.clusterDir, h.hb)
 }
 

@@ -63,6 +63,11 @@ type Observer struct {
 
 	mu   sync.Mutex
 	seen map[int32]*sighting
+
+	// wallNow, when set, is the unsafe wall-clock lease (a negative
+	// control): liveness compares this host's wall clock with the time the
+	// heartbeat's writer put in it.
+	wallNow func() time.Time
 }
 
 type sighting struct {
@@ -107,8 +112,22 @@ func (o *Observer) Observe(hbs []Heartbeat) {
 	}
 }
 
+// UnsafeCompareWallClocks makes liveness compare now with the wall time
+// each heartbeat's writer put in it, which is what DESIGN.md §2 forbids: a
+// clock jump on either host then kills or revives brokers. Only the chaos
+// tests' negative control sets it, to show their checks catch the
+// spurious failovers that follow.
+func (o *Observer) UnsafeCompareWallClocks(now func() time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.wallNow = now
+}
+
 // liveLocked reports whether s is live at now.
 func (o *Observer) liveLocked(s *sighting, now time.Duration) bool {
+	if o.wallNow != nil {
+		return !s.hb.Leaving && o.wallNow().UnixMilli()-s.hb.WrittenAt < o.lease.Milliseconds()
+	}
 	return !s.hb.Leaving && now-s.progressAt < o.lease
 }
 

@@ -7,6 +7,17 @@
 // opened returns ErrCrashed, as if the process had died. Pair it with
 // memfs.CrashClone to see what such a crash leaves on disk.
 //
+// It can also slow the volume down: Delay holds one operation back, Stall
+// holds it until the test releases it, and StallFor makes the whole volume
+// stop answering for a while, as an NFS server does during a failover or a
+// network partition (a hard mount then blocks every call). None of them
+// holds the FS's lock while waiting, so other operations go on unless a
+// StallFor holds them too.
+//
+// ParseSpec builds injectors from a text spec, for whole-process tests
+// (kaas-broker --inject-faults); inject.go holds ready-made ones, such as
+// ReplacedNameErrors for a reader racing a rename on another host.
+//
 // Every FS call and every File call except Seek and Name is an Op with a
 // 0-based Index from one counter shared by the FS and its files, so a test
 // can run a workload once to count its operations and then fault each one.
@@ -19,6 +30,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -128,13 +140,18 @@ const (
 	crashBefore
 	crashAfter
 	proceedThen
+	delay
+	stall
+	stallFor
 )
 
 // Action is what an Injector decides for one Op. Actions are comparable.
 type Action struct {
-	kind actionKind
-	err  error
-	then *hook // proceedThen only; a pointer keeps Action comparable
+	kind    actionKind
+	err     error
+	then    *hook           // proceedThen only; a pointer keeps Action comparable
+	dur     time.Duration   // delay and stallFor
+	release <-chan struct{} // stall
 }
 
 type hook struct{ fn func() }
@@ -166,6 +183,22 @@ func ProceedThen(fn func()) Action { return Action{kind: proceedThen, then: &hoo
 // applied and its file closed, so the caller gets no handle.
 func FailAfter(err error) Action { return Action{kind: failAfter, err: err} }
 
+// Delay waits d (through the FS's sleep function, see SetSleep) and then
+// applies the operation normally: a slow server or a congested network.
+func Delay(d time.Duration) Action { return Action{kind: delay, dur: d} }
+
+// Stall blocks the operation until release is closed and then applies it
+// normally: a server that stopped answering this call, under a test's
+// control. A nil release blocks forever.
+func Stall(release <-chan struct{}) Action { return Action{kind: stall, release: release} }
+
+// StallFor makes the whole volume stop answering for d, as a hard-mounted
+// NFS client sees a server that is failing over: this operation and every
+// operation that starts before d has passed (measured by the FS's sleep
+// function) wait until then, and are then applied normally. A later
+// StallFor starts a new stall for the operations after it.
+func StallFor(d time.Duration) Action { return Action{kind: stallFor, dur: d} }
+
 func (a Action) String() string {
 	switch a.kind {
 	case proceed:
@@ -178,6 +211,12 @@ func (a Action) String() string {
 		return "CrashBefore"
 	case proceedThen:
 		return "ProceedThen"
+	case delay:
+		return fmt.Sprintf("Delay(%v)", a.dur)
+	case stall:
+		return "Stall"
+	case stallFor:
+		return fmt.Sprintf("StallFor(%v)", a.dur)
 	default:
 		return "CrashAfter"
 	}
@@ -199,13 +238,27 @@ type FS struct {
 	ops      int
 	mutating int
 	crashed  bool
+	sleep    func(time.Duration)
+	stalled  chan struct{} // closed when the current StallFor ends; nil if none
 }
 
 var _ volume.FS = (*FS)(nil)
 
 // New wraps inner with the faults inj decides.
 func New(inner volume.FS, inj Injector) *FS {
-	return &FS{inner: inner, inj: inj}
+	return &FS{inner: inner, inj: inj, sleep: time.Sleep}
+}
+
+// SetSleep replaces the function Delay and StallFor wait with (time.Sleep
+// by default), so that tests can record delays instead of sleeping, or
+// block on a channel to hold a stall open for as long as they like.
+func (f *FS) SetSleep(sleep func(time.Duration)) {
+	if sleep == nil {
+		sleep = time.Sleep
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sleep = sleep
 }
 
 // Ops returns the number of operations seen so far, failed ones included
@@ -236,12 +289,55 @@ func crashErr(kind OpKind, name string) error {
 	return &fs.PathError{Op: kind.String(), Path: name, Err: ErrCrashed}
 }
 
-// decide numbers the op, asks the injector, and records a crash. A crash is
-// recorded before the operation runs even for CrashAfter, so that no other
-// operation can start once the crashing one has been decided.
+// decide numbers the op, asks the injector, records a crash, and then waits
+// (without the lock) for any delay or stall that applies to the op. A crash
+// is recorded before the operation runs even for CrashAfter, so that no
+// other operation can start once the crashing one has been decided.
 func (f *FS) decide(kind OpKind, name, newName string) (Action, error) {
+	a, sleep, stalled, err := f.decideLocked(kind, name, newName)
+	if err != nil {
+		return a, err
+	}
+	if stalled != nil {
+		<-stalled
+	}
+	switch a.kind {
+	case delay:
+		sleep(a.dur)
+	case stall:
+		<-a.release
+	}
+	return a, nil
+}
+
+// decideLocked is decide's part under the lock. It returns the action, the
+// sleep function, and the channel of a volume-wide stall the op must wait
+// for (nil if none).
+func (f *FS) decideLocked(kind OpKind, name, newName string) (Action, func(time.Duration), chan struct{}, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	a, err := f.decideOp(kind, name, newName)
+	if err != nil {
+		return a, nil, nil, err
+	}
+	if a.kind == stallFor {
+		ch, sleep, d := make(chan struct{}), f.sleep, a.dur
+		f.stalled = ch
+		go func() {
+			sleep(d)
+			f.mu.Lock()
+			if f.stalled == ch {
+				f.stalled = nil
+			}
+			f.mu.Unlock()
+			close(ch)
+		}()
+	}
+	return a, f.sleep, f.stalled, nil
+}
+
+// decideOp numbers the op and asks the injector. Called with f.mu held.
+func (f *FS) decideOp(kind OpKind, name, newName string) (Action, error) {
 	if f.crashed {
 		return Action{}, crashErr(kind, name)
 	}

@@ -1,6 +1,7 @@
 package faultfs
 
 import (
+	"path"
 	"sync"
 	"syscall"
 )
@@ -89,5 +90,43 @@ func Chain(injs ...Injector) Injector {
 			}
 		}
 		return out
+	}
+}
+
+// ReplacedNameErrors models a reader on another host that races the
+// replacement of a file by rename: after each Rename whose new path matches
+// pathGlob, the next n Open, OpenReadWrite and Stat calls of exactly that
+// new path fail with err (ESTALE if err is nil; ENOENT is the other answer
+// real shared filesystems give) without being applied. Its lookup found the
+// old inode, which the rename then removed. The rename is counted when it is
+// decided, so it arms the errors even if it then fails.
+func ReplacedNameErrors(pathGlob string, err error, n int) Injector {
+	if err == nil {
+		err = syscall.ESTALE
+	}
+	var mu sync.Mutex
+	pending := map[string]int{} // cleaned new path -> errors still to give
+	return func(op Op) Action {
+		switch op.Kind {
+		case OpRename:
+			if n > 0 && matchPath(pathGlob, op.NewPath) {
+				mu.Lock()
+				pending[path.Clean(op.NewPath)] = n
+				mu.Unlock()
+			}
+		case OpOpen, OpOpenReadWrite, OpStat:
+			p := path.Clean(op.Path)
+			mu.Lock()
+			defer mu.Unlock()
+			if left := pending[p]; left > 0 {
+				if left == 1 {
+					delete(pending, p)
+				} else {
+					pending[p] = left - 1
+				}
+				return FailBefore(err)
+			}
+		}
+		return Proceed
 	}
 }

@@ -53,8 +53,12 @@ type Config struct {
 	// them: the epoch the fence held before a separate ClaimFence, which
 	// Open can no longer learn from the fence itself.
 	PreviousEpochs []int32
-	Now            func() time.Time
-	Logger         logr.Logger
+	// UnsafeSkipFenceRecheck drops the fence check of each sync round, so a
+	// writer fenced by a new owner keeps acknowledging. Only chaos tests set
+	// it, as a negative control their checkers must catch.
+	UnsafeSkipFenceRecheck bool
+	Now                    func() time.Time
+	Logger                 logr.Logger
 }
 
 func (c Config) withDefaults() (Config, error) {
