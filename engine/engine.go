@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -133,6 +134,9 @@ type Engine struct {
 	// written is the last assignment this broker wrote as controller
 	// (only the cluster loop touches it).
 	written *cluster.Assignment
+	// leaseFrom is 1 + when (observer clock) the last heartbeat that
+	// succeeded began; 0 before the first. See leaseHeld.
+	leaseFrom atomic.Int64
 }
 
 type topic struct {
@@ -895,10 +899,26 @@ func (e *Engine) Partition(name string, index int32) (*Partition, error) {
 		// Routing ownership: between an assignment and the reconciler's
 		// release, a partition assigned elsewhere is no longer served.
 		if o, mine, _ := e.ownerOf(t.spec.ID, index); mine && o.LeaderEpoch == p.Epoch() {
+			if !e.leaseHeld() {
+				return nil, fmt.Errorf("%w: %s/%d: this broker has not renewed its heartbeat within %s (slow or stalled volume); another broker may own the partition by now",
+					ErrNotServing, name, index, e.cfg.Lease-e.cfg.Lease/4)
+			}
 			return p, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: %s/%d", ErrNotServing, name, index)
+}
+
+// leaseHeld reports whether this broker's last successful heartbeat began
+// recently enough that no other broker can have declared it dead: others
+// wait a full lease from the moment they saw that beat, so a quarter lease
+// of margin covers the beat's own latency and clock-rate differences.
+// Without it, a broker whose volume stalls (it can no longer read the
+// assignment) would keep answering reads, such as a high watermark, from
+// memory after another broker took its partitions over.
+func (e *Engine) leaseHeld() bool {
+	from := e.leaseFrom.Load()
+	return from != 0 && e.obs.Now()-time.Duration(from-1) < e.cfg.Lease-e.cfg.Lease/4
 }
 
 // NextProducerID issues a producer ID never issued before.

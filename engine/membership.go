@@ -91,8 +91,10 @@ func (e *Engine) readAssignment() bool {
 func (e *Engine) clusterRound(ctx context.Context) bool {
 	e.hb.SetOpen(e.openList())
 	e.hb.SetReopen(e.reopenList())
-	if err := e.hb.Beat(); err != nil {
-		e.log.Error(err, "heartbeat failed")
+	beatAt := e.obs.Now()
+	beatErr := e.hb.Beat()
+	if beatErr != nil {
+		e.log.Error(beatErr, "heartbeat failed")
 	}
 	hbs, err := cluster.ReadHeartbeats(e.fsys, e.cfg.ClusterDir)
 	if err != nil {
@@ -129,6 +131,12 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 		}
 	}
 	e.readAssignment()
+	if beatErr == nil {
+		// Renewed only now, after the assignment current at the beat was
+		// read: a broker that resumes after a stall serves nothing it may
+		// have lost until it knows whether it lost it.
+		e.leaseFrom.Store(int64(beatAt) + 1)
+	}
 	return changedMembers
 }
 

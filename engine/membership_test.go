@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io/fs"
 	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/faultfs"
 	"github.com/kaas-dev/kaas/volume/memfs"
 )
 
@@ -242,5 +246,65 @@ func TestControllerOverwritesADeposedControllersLateWrite(t *testing.T) {
 		if err != nil || part.Epoch() != before.Topics[spec.ID][p].LeaderEpoch {
 			t.Fatalf("partition %d: %v, epoch changed", p, err)
 		}
+	}
+}
+
+// A broker whose volume stalls can neither renew its heartbeat nor learn
+// that it lost its partitions: it must stop answering for them (reads
+// included) before the lease others wait out runs out, so that no client
+// ever reads a deposed owner's stale high watermark.
+func TestStalledBrokerStopsServingBeforeItsLeaseRunsOut(t *testing.T) {
+	ctx := safety(t)
+	mem := memfs.New()
+	var stalled atomic.Bool
+	release := make(chan struct{})
+	fsys1 := faultfs.New(mem, func(op faultfs.Op) faultfs.Action {
+		if stalled.Load() && strings.Contains(op.Path, "/"+cluster.BrokersDir+"/") {
+			return faultfs.Stall(release)
+		}
+		return faultfs.Proceed
+	})
+	e1, e2 := startMember(t, fsys1, 1), startMember(t, mem, 2)
+	const n = 8
+	if _, err := e1.CreateTopic(CreateTopicRequest{Name: "stall", Partitions: n}); err != nil {
+		t.Fatal(err)
+	}
+	var own []int32
+	poll(t, ctx, "both brokers serving", func() error {
+		var err error
+		if own, _, err = owners("stall", n, e1.Engine, e2.Engine); err != nil {
+			return err
+		}
+		if !slices.Contains(own, 1) {
+			return errors.New("broker 1 owns nothing yet")
+		}
+		return nil
+	})
+	stalled.Store(true)
+	t.Cleanup(func() { close(release) })
+	// Until broker 2 serves one of broker 1's partitions, at most one
+	// broker answers for each; broker 1 gives up first, saying why.
+	gaveUp := false
+	poll(t, ctx, "broker 2 taking over broker 1's partitions", func() error {
+		for p := range int32(n) {
+			if own[p] != 1 {
+				continue
+			}
+			_, err1 := e1.Partition("stall", p)
+			_, err2 := e2.Partition("stall", p)
+			if err1 == nil && err2 == nil {
+				t.Fatalf("partition %d served by both brokers", p)
+			}
+			if err1 != nil && strings.Contains(err1.Error(), "has not renewed its heartbeat") {
+				gaveUp = true
+			}
+			if err2 != nil {
+				return fmt.Errorf("partition %d: %w", p, err2)
+			}
+		}
+		return nil
+	})
+	if !gaveUp {
+		t.Error("broker 1 never said it stopped serving for want of a heartbeat")
 	}
 }

@@ -45,7 +45,7 @@ var layerRules = []layerRule{
 }
 
 // testOnlyPackages may be used by _test files only.
-var testOnlyPackages = []string{"volume/memfs", "volume/faultfs"}
+var testOnlyPackages = []string{"volume/memfs", "volume/faultfs", "volume/crashtest"}
 
 var forbiddenPrefixes = []string{"k8s.io/", "sigs.k8s.io/"}
 

@@ -90,7 +90,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.lease, "lease", envDuration("KAAS_LEASE", cluster.DefaultLease), "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
 	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
 	o.volumeCheck.register(fs)
-	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL[:COUNT[@FIRST][:before|after]],... (see faults.go; KAAS_INJECT_FAULTS)")
+	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail, delay or stall volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL|DELAY=D|STALL=D[:COUNT[@FIRST][:before|after]],... (see volume/faultfs/spec.go; KAAS_INJECT_FAULTS)")
 	o.unsafe.register(fs)
 	fs.StringVar(&o.logFormat, "log-format", envOr("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
