@@ -61,7 +61,7 @@ func (e *Engine) clusterLoop(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-fastC:
-				if e.readAssignment() {
+				if changed, _ := e.readAssignment(); changed {
 					watching = false
 				}
 				continue
@@ -74,16 +74,18 @@ func (e *Engine) clusterLoop(ctx context.Context) {
 
 // readAssignment reads the assignment and applies it, reporting whether it
 // differed from the one applied before.
-func (e *Engine) readAssignment() bool {
+// read is false when the file could not be read: what is applied may then
+// be stale.
+func (e *Engine) readAssignment() (changed, read bool) {
 	a, err := e.areader.Read()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return false
+		return false, true
 	case err != nil:
 		e.log.V(1).Info("assignment not read this round", "err", err.Error())
-		return false
+		return false, false
 	}
-	return e.applyAssignment(a)
+	return e.applyAssignment(a), true
 }
 
 // clusterRound runs one membership round and reports whether the live
@@ -130,8 +132,7 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 			e.log.Error(err, "controller round failed; retrying next round")
 		}
 	}
-	e.readAssignment()
-	if beatErr == nil {
+	if _, read := e.readAssignment(); read && beatErr == nil {
 		// Renewed only now, after the assignment current at the beat was
 		// read: a broker that resumes after a stall serves nothing it may
 		// have lost until it knows whether it lost it.

@@ -107,6 +107,7 @@ func StartFloor(n int, extra ...string) *Floor {
 		args = append(args, "--mount", m)
 	}
 	args = append(args, extra...)
+	args = append(args, strings.Fields(os.Getenv("KAAS_FLOOR_ARGS"))...)
 	logF, err := os.OpenFile(f.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	Expect(err).NotTo(HaveOccurred())
 	f.cmd = exec.Command(bin, args...)
