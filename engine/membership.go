@@ -77,13 +77,25 @@ func (e *Engine) clusterLoop(ctx context.Context) {
 // read is false when the file could not be read: what is applied may then
 // be stale.
 func (e *Engine) readAssignment() (changed, read bool) {
+	return e.readAssignmentThen(nil)
+}
+
+// readAssignmentThen is readAssignment calling read (if not nil) after a
+// successful read, before the assignment is applied.
+func (e *Engine) readAssignmentThen(read func()) (changed, ok bool) {
 	a, err := e.areader.Read()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if read != nil {
+			read()
+		}
 		return false, true
 	case err != nil:
 		e.log.V(1).Info("assignment not read this round", "err", err.Error())
 		return false, false
+	}
+	if read != nil {
+		read()
 	}
 	return e.applyAssignment(a), true
 }
@@ -132,12 +144,15 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 			e.log.Error(err, "controller round failed; retrying next round")
 		}
 	}
-	if _, read := e.readAssignment(); read && beatErr == nil {
-		// Renewed only now, after the assignment current at the beat was
+	e.readAssignmentThen(func() {
+		// Renewed only once the assignment current at the beat has been
 		// read: a broker that resumes after a stall serves nothing it may
-		// have lost until it knows whether it lost it.
-		e.leaseFrom.Store(int64(beatAt) + 1)
-	}
+		// have lost until it knows whether it lost it. (Before it is
+		// applied, so that the partitions it opens find the lease held.)
+		if beatErr == nil {
+			e.leaseFrom.Store(int64(beatAt) + 1)
+		}
+	})
 	return changedMembers
 }
 
