@@ -65,30 +65,32 @@ func buildBinaries(ctx context.Context) binaries {
 	dir, err := os.MkdirTemp("", "kaas-specs-bin-")
 	Expect(err).NotTo(HaveOccurred())
 	b.Dir = dir
-	root := moduleRoot()
-	build := func(pkg, out string) string {
-		path := filepath.Join(dir, out)
-		args := []string{"build", "-buildvcs=false", "-o", path}
-		if os.Getenv("KAAS_SPECS_RACE") == "1" {
-			args = append(args, "-race")
-		}
-		args = append(args, pkg)
-		By(fmt.Sprintf("building %s: go %s", pkg, strings.Join(args, " ")))
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = root
-		var outBuf bytes.Buffer
-		cmd.Stdout = io.MultiWriter(GinkgoWriter, &outBuf)
-		cmd.Stderr = io.MultiWriter(GinkgoWriter, &outBuf)
-		Expect(cmd.Run()).To(Succeed(), "go build %s failed:\n%s", pkg, outBuf.String())
-		return path
-	}
 	if b.Broker == "" {
-		b.Broker = build("./cmd/kaas-broker", "kaas-broker")
+		b.Broker = goBuild(ctx, "./cmd/kaas-broker", filepath.Join(dir, "kaas-broker"))
 	}
 	if b.Ctl == "" {
-		b.Ctl = build("./cmd/kaasctl", "kaasctl")
+		b.Ctl = goBuild(ctx, "./cmd/kaasctl", filepath.Join(dir, "kaasctl"))
 	}
 	return b
+}
+
+// goBuild builds pkg (module-relative) into out, with -race when
+// KAAS_SPECS_RACE=1, and returns out.
+func goBuild(ctx context.Context, pkg, out string) string {
+	GinkgoHelper()
+	args := []string{"build", "-buildvcs=false", "-o", out}
+	if os.Getenv("KAAS_SPECS_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	args = append(args, pkg)
+	By(fmt.Sprintf("building %s: go %s", pkg, strings.Join(args, " ")))
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = moduleRoot()
+	var outBuf bytes.Buffer
+	cmd.Stdout = io.MultiWriter(GinkgoWriter, &outBuf)
+	cmd.Stderr = io.MultiWriter(GinkgoWriter, &outBuf)
+	Expect(cmd.Run()).To(Succeed(), "go build %s failed:\n%s", pkg, outBuf.String())
+	return out
 }
 
 func cleanupBinaries(b binaries) {

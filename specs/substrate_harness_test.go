@@ -8,7 +8,6 @@ package specs
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,13 +50,7 @@ func extraBinary(pkg, env string) string {
 		Expect(err).NotTo(HaveOccurred())
 		dir = d
 	}
-	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", out, pkg)
-	cmd.Dir = moduleRoot()
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	By("building " + pkg)
-	Expect(cmd.Run()).To(Succeed(), "go build %s:\n%s", pkg, buf.String())
+	out := goBuild(context.Background(), pkg, filepath.Join(dir, filepath.Base(pkg)))
 	extraBins[pkg] = out
 	return out
 }

@@ -14,7 +14,6 @@ type mountStatus struct {
 	Dir        string `json:"dir"`
 	Host       string `json:"host"`
 	DirtyBytes int64  `json:"dirty_bytes"`
-	CanCrash   bool   `json:"can_crash"`
 	Faults     string `json:"faults"`
 	// VolumeOps counts the volume.FS and File calls the mount made
 	// (faultfs's count); MutatingOps those that can change the volume.
@@ -47,11 +46,7 @@ func controlHandler(mounts []*mount, fl floor) http.Handler {
 		if m == nil {
 			return
 		}
-		if m.host.crash == nil {
-			http.Error(w, "this floor's hosts cannot crash (no NFS-like views)", http.StatusNotImplemented)
-			return
-		}
-		m.host.crash()
+		m.host.view.Crash()
 		fmt.Fprintf(w, "crashed %s\n", m.host.name)
 	})
 
@@ -91,8 +86,7 @@ func controlHandler(mounts []*mount, fl floor) http.Handler {
 				Mount:       m.n,
 				Dir:         m.dir,
 				Host:        m.host.name,
-				DirtyBytes:  m.host.dirty(),
-				CanCrash:    m.host.crash != nil,
+				DirtyBytes:  m.host.view.DirtyBytes(),
 				Faults:      m.faults(),
 				VolumeOps:   m.ff.Ops(),
 				MutatingOps: m.ff.MutatingOps(),
@@ -103,9 +97,7 @@ func controlHandler(mounts []*mount, fl floor) http.Handler {
 			}
 			st.Mounts = append(st.Mounts, ms)
 		}
-		if fl.hidden != nil {
-			st.Hidden = append(st.Hidden, fl.hidden()...)
-		}
+		st.Hidden = append(st.Hidden, fl.srv.Hidden()...)
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

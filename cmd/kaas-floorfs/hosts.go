@@ -14,16 +14,14 @@ type ttls struct {
 
 // host is what one mount serves: one host's view of the shared backing.
 type host struct {
-	name  string
-	view  volume.FS
-	crash func()       // power-cuts the host; nil if the view cannot crash
-	dirty func() int64 // bytes written but not yet flushed
+	name string
+	view *nfsfs.View
 }
 
 // floor is the shared volume and its hosts.
 type floor struct {
-	hosts  []host
-	hidden func() []string // silly-renamed files; nil if none are made
+	srv   *nfsfs.Server
+	hosts []host
 }
 
 // newFloor builds n hosts over backing, each an NFS-like client view of one
@@ -32,10 +30,9 @@ type floor struct {
 // what a host sees.
 func newFloor(backing volume.FS, n int, t ttls) floor {
 	srv := nfsfs.New(backing, nfsfs.Options{AttrTTL: t.attr, DirTTL: t.dir, NegTTL: t.neg})
-	f := floor{hidden: srv.Hidden}
+	f := floor{srv: srv}
 	for i := range n {
-		v := srv.View(hostName(i))
-		f.hosts = append(f.hosts, host{name: hostName(i), view: v, crash: v.Crash, dirty: v.DirtyBytes})
+		f.hosts = append(f.hosts, host{name: hostName(i), view: srv.View(hostName(i))})
 	}
 	return f
 }

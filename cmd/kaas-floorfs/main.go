@@ -144,11 +144,7 @@ func (m *mount) injector(op faultfs.Op) faultfs.Action {
 
 // setFaults parses spec and installs it; an empty spec removes the faults.
 func (m *mount) setFaults(spec string) error {
-	var kill func(faultfs.Op, string)
-	if crash := m.host.crash; crash != nil {
-		kill = func(faultfs.Op, string) { crash() }
-	}
-	inj, err := faultfs.ParseSpec(spec, kill)
+	inj, err := faultfs.ParseSpec(spec, func(faultfs.Op, string) { m.host.view.Crash() })
 	if err != nil {
 		return fmt.Errorf("mount %d: %w", m.n, err)
 	}

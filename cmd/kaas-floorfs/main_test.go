@@ -321,9 +321,6 @@ func TestFlagErrors(t *testing.T) {
 // or closed stays, and other hosts keep working.
 func TestCrash(t *testing.T) {
 	p := startFloor(t, 2, nil)
-	if !p.status(t).Mounts[0].CanCrash {
-		t.Skip("hosts cannot crash: the floor has no NFS-like views")
-	}
 	m1, m2 := p.mounts[0], p.mounts[1]
 
 	writeFile(t, filepath.Join(m1, "closed"), "closed data", false)
