@@ -545,13 +545,13 @@ var _ = Describe("Fault-model scenarios on the contract-floor filesystem", Label
 	scenarios := []scenario{
 		{name: "T1 leader SIGKILL", negative: []string{"--unsafe-negative-control=no-fsync"}, catches: []string{"L1"},
 			run: func(ctx context.Context, c *chaosCluster, neg bool) { t1Kills(ctx, c, neg) }},
-		{name: "T2 zombie leader", negative: []string{"--unsafe-negative-control=no-fence-recheck"}, catches: []string{"L1", "L3", "L4"},
+		{name: "T2 zombie leader", negative: []string{"--unsafe-negative-control=no-fence-recheck,no-serving-lease"}, catches: []string{"L1", "L3", "L4"},
 			run: func(ctx context.Context, c *chaosCluster, _ bool) { t2Zombie(ctx, c) }},
 		{name: "T8 torn tail", negative: []string{"--unsafe-negative-control=no-fsync"}, catches: []string{"L1"},
 			run: func(ctx context.Context, c *chaosCluster, _ bool) { t8Torn(ctx, c) }},
 		{name: "T9 power loss", negative: []string{"--unsafe-negative-control=no-fsync"}, catches: []string{"L1"},
 			run: func(ctx context.Context, c *chaosCluster, _ bool) { t9PowerCuts(ctx, c) }},
-		{name: "T12 stalling and failing fsync", negative: []string{"--unsafe-negative-control=no-fence-recheck"}, catches: []string{"L1", "L3"},
+		{name: "T12 stalling and failing fsync", negative: []string{"--unsafe-negative-control=no-fence-recheck,no-serving-lease"}, catches: []string{"L1", "L3"},
 			run: func(ctx context.Context, c *chaosCluster, _ bool) { t12Stalls(ctx, c) }},
 	}
 	for _, sc := range scenarios {
@@ -617,7 +617,7 @@ var _ = Describe("Fault-model scenarios on GlusterFS", Label("chaos", "gluster",
 		expectClean("T2 on GlusterFS", c, c.finish(ctx))
 	}, SpecTimeout(8*time.Minute))
 	It("T2 zombie leader: negative control", Label("negative"), func(ctx SpecContext) {
-		c := startChaos(ctx, "gluster", "--unsafe-negative-control=no-fence-recheck")
+		c := startChaos(ctx, "gluster", "--unsafe-negative-control=no-fence-recheck,no-serving-lease")
 		t2Zombie(ctx, c)
 		expectCaught("T2 on GlusterFS", c, c.finish(ctx), "L1", "L3", "L4")
 	}, SpecTimeout(8*time.Minute))

@@ -184,7 +184,7 @@ func run(o options, log logr.Logger) error {
 		KafkaAddr: advertise, AdminAddr: o.admin, Zone: o.zone,
 		HeartbeatInterval: o.heartbeatInterval, Lease: o.lease,
 		Now: now, UnsafeCompareWallClocks: negative[wallClockLease], UnsafeSkipFenceRecheck: negative[noFenceRecheck],
-		UnsafeInPlaceAssignment: negative[inPlaceAssignment],
+		UnsafeInPlaceAssignment: negative[inPlaceAssignment], UnsafeIgnoreServingLease: negative[noServingLease],
 	})
 	if err != nil {
 		_ = ln.Close()

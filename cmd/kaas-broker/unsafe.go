@@ -35,11 +35,14 @@ const (
 	// inPlaceAssignment overwrites the assignment file in place (no temp
 	// file, no rename): readers and crashes can find it torn.
 	inPlaceAssignment = "in-place-assignment"
+	// noServingLease keeps serving partitions after the heartbeat could
+	// not be renewed for most of a lease (a stalled or paused broker).
+	noServingLease = "no-serving-lease"
 )
 
 func (u *unsafeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&u.negative, "unsafe-negative-control", envOr("KAAS_UNSAFE_NEGATIVE_CONTROL", ""),
-		"for chaos tests only: turn a safety mechanism off ("+noFsync+", "+noFenceRecheck+", "+wallClockLease+", "+inPlaceAssignment+"; KAAS_UNSAFE_NEGATIVE_CONTROL)")
+		"for chaos tests only: turn a safety mechanism off ("+noFsync+", "+noFenceRecheck+", "+wallClockLease+", "+inPlaceAssignment+", "+noServingLease+"; KAAS_UNSAFE_NEGATIVE_CONTROL)")
 	fs.BoolVar(&u.debugClock, "debug-clock", envOr("KAAS_DEBUG_CLOCK", "") == "true",
 		"for chaos tests only: serve POST /debug/clock?jump=DURATION on the admin address to jump this broker's wall clock (KAAS_DEBUG_CLOCK)")
 }
@@ -50,10 +53,10 @@ func (u unsafeOptions) controls() (map[string]bool, error) {
 	for _, c := range strings.Split(u.negative, ",") {
 		switch c = strings.TrimSpace(c); c {
 		case "":
-		case noFsync, noFenceRecheck, wallClockLease, inPlaceAssignment:
+		case noFsync, noFenceRecheck, wallClockLease, inPlaceAssignment, noServingLease:
 			out[c] = true
 		default:
-			return nil, fmt.Errorf("--unsafe-negative-control: unknown control %q (want %s, %s, %s or %s)", c, noFsync, noFenceRecheck, wallClockLease, inPlaceAssignment)
+			return nil, fmt.Errorf("--unsafe-negative-control: unknown control %q (want %s, %s, %s, %s or %s)", c, noFsync, noFenceRecheck, wallClockLease, inPlaceAssignment, noServingLease)
 		}
 	}
 	if out[wallClockLease] && !u.debugClock {
