@@ -40,3 +40,12 @@ func TrashPath(dataDir, topic, topicID string) string {
 func PartitionObject(topic string, partition int32) string {
 	return topic + "/" + strconv.Itoa(int(partition))
 }
+
+// GroupsDir holds the group-coordinator shards' logs (engine/groups).
+const GroupsDir = "groups"
+
+// ShardDir is the directory of one coordinator shard's log, under the
+// cluster directory: <cluster>/groups/<shard>/.
+func ShardDir(clusterDir string, shard int32) string {
+	return path.Join(clusterDir, GroupsDir, strconv.Itoa(int(shard)))
+}
