@@ -37,10 +37,10 @@ func ShardOf(group string) int32 {
 }
 
 // Record is one key/value of a shard's log in Kafka's __consumer_offsets
-// format. A nil Value is a tombstone: the key is deleted.
-type Record struct {
-	Key, Value []byte
-}
+// format. A nil Value is a tombstone: the key is deleted. It is an alias of
+// the unnamed struct type that engine/groupstore.Record also names, so the
+// store implements Journal without either package importing the other.
+type Record = struct{ Key, Value []byte }
 
 // Journal makes a coordinator's records durable. Append writes recs as one
 // batch, in the order of calls, and returns the log offset of the first
