@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -78,6 +79,10 @@ type Config struct {
 	// the heartbeat was last renewed (see leaseHeld): a negative control
 	// for the zombie scenarios, with UnsafeSkipFenceRecheck.
 	UnsafeIgnoreServingLease bool
+
+	// Groups configures the group coordinators of the shards this broker
+	// owns (Shard, Journal and Logger are set per shard).
+	Groups groups.Config
 }
 
 // Errors the front end maps to Kafka error codes.
@@ -141,6 +146,12 @@ type Engine struct {
 	// leaseFrom is 1 + when (observer clock) the last heartbeat that
 	// succeeded began; 0 before the first. See leaseHeld.
 	leaseFrom atomic.Int64
+
+	// shards are the group-coordinator shards this broker serves
+	// (coordinators.go).
+	shardMu  sync.RWMutex
+	shards   [groups.Shards]*shard
+	resigned atomic.Bool // ResignCoordinators: open no shard again
 }
 
 type topic struct {
@@ -228,6 +239,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.queue.Add(topicKey(s.Name))
 	}
+	e.queue.Add(groupsKey)
 	return e, nil
 }
 
@@ -305,7 +317,7 @@ loop:
 		}
 	}
 	wg.Wait()
-	err := e.closeAll()
+	err := errors.Join(e.closeAll(), e.closeShards())
 	e.hb.SetOpen(nil)
 	if lerr := e.hb.Leave(); lerr != nil {
 		e.log.Error(lerr, "leaving heartbeat failed; the others wait out the lease")
@@ -319,6 +331,7 @@ func (e *Engine) resync() {
 		e.log.Error(err, "resync: list desired topics")
 		return
 	}
+	e.queue.Add(groupsKey)
 	seen := map[string]bool{}
 	for _, s := range specs {
 		seen[s.Name] = true
@@ -348,6 +361,9 @@ func (e *Engine) work(ctx context.Context) {
 }
 
 func (e *Engine) reconcile(ctx context.Context, key string) error {
+	if key == groupsKey {
+		return e.reconcileGroups(ctx)
+	}
 	name, ok := strings.CutPrefix(key, "topic/")
 	if !ok {
 		return fmt.Errorf("unknown reconcile key %q", key)
@@ -590,37 +606,42 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 // this broker read is stale: the step fails and is retried when a newer one
 // arrives.
 func (e *Engine) claimFence(spec TopicSpec, index, epoch int32, rec *states.Record) error {
-	dir := states.PartitionDir(e.cfg.DataDir, spec.Name, index)
+	return e.claimFenceAt(states.PartitionDir(e.cfg.DataDir, spec.Name, index), openKey(spec.Name, index, spec.ID),
+		fmt.Sprintf("%s/%d", spec.Name, index), spec.ID, index, epoch, rec)
+}
+
+// claimFenceAt claims the fence in dir (a partition's or a coordinator
+// shard's) at epoch for the open named key; what names it in messages.
+func (e *Engine) claimFenceAt(dir, key, what, topicID string, index, epoch int32, rec *states.Record) error {
 	fence, err := partlog.ReadFence(e.fsys, dir)
 	if err != nil {
 		return fmt.Errorf("read fence: %w", err)
 	}
 	if fence > epoch {
-		return fmt.Errorf("stale assignment: fence of %s/%d holds leader epoch %d, assigned %d", spec.Name, index, fence, epoch)
+		return fmt.Errorf("stale assignment: fence of %s holds leader epoch %d, assigned %d", what, fence, epoch)
 	}
-	key := openKey(spec.Name, index, spec.ID)
 	e.clMu.Lock()
 	ours := e.fenced[key] == epoch && fence == epoch
 	if fence == epoch && !ours {
 		// Another writer already holds exactly this epoch (an assignment
 		// computed from a stale one can repeat an epoch): two writers must
 		// never share one. Ask the controller for a new epoch instead.
-		e.reopen[key] = reopenRequest{topicID: spec.ID, index: index, epoch: epoch}
+		e.reopen[key] = reopenRequest{topicID: topicID, index: index, epoch: epoch}
 		e.clMu.Unlock()
-		return fmt.Errorf("leader epoch %d of %s/%d is already held by another writer: asking for a new one", epoch, spec.Name, index)
+		return fmt.Errorf("leader epoch %d of %s is already held by another writer: asking for a new one", epoch, what)
 	}
 	e.fenced[key] = epoch
 	e.clMu.Unlock()
 	prev, err := partlog.ClaimFence(e.fsys, dir, epoch)
 	if err != nil {
-		return fmt.Errorf("claim fence of %s/%d at leader epoch %d: %w", spec.Name, index, epoch, err)
+		return fmt.Errorf("claim fence of %s at leader epoch %d: %w", what, epoch, err)
 	}
 	if !ours {
 		rec.FencedFrom = &prev
 	}
 	rec.Epoch = epoch
 	if prev < epoch && prev >= 0 {
-		e.log.Info("took over partition", "topic", spec.Name, "partition", index, "fromEpoch", prev, "epoch", epoch)
+		e.log.Info("took over", "what", what, "fromEpoch", prev, "epoch", epoch)
 	}
 	return nil
 }
@@ -1109,6 +1130,13 @@ func (e *Engine) Ready() bool {
 			if mine && (p == nil || p.Epoch() != o.LeaderEpoch) {
 				return false
 			}
+		}
+	}
+	e.shardMu.RLock()
+	defer e.shardMu.RUnlock()
+	for i, s := range e.shards {
+		if o, mine, _ := e.ownerOfLocked(GroupsTopicID, int32(i)); mine && (s == nil || s.epoch != o.LeaderEpoch) {
+			return false
 		}
 	}
 	return true

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
@@ -198,6 +199,7 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 		names[s.ID] = s.Name
 	}
 	e.mu.RUnlock()
+	topics = append(topics, cluster.Topic{ID: GroupsTopicID, Partitions: groups.Shards})
 	next, err := cluster.NextAssignment(prev, topics, live, epoch)
 	if err != nil {
 		return err
@@ -211,7 +213,11 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 			old = prev.Topics[id]
 		}
 		for p := len(old); p < len(ps); p++ {
-			fence, err := partlog.ReadFence(e.fsys, states.PartitionDir(e.cfg.DataDir, names[id], int32(p)))
+			dir := states.PartitionDir(e.cfg.DataDir, names[id], int32(p))
+			if id == GroupsTopicID {
+				dir = states.ShardDir(e.cfg.ClusterDir, int32(p))
+			}
+			fence, err := partlog.ReadFence(e.fsys, dir)
 			if err != nil {
 				return fmt.Errorf("seed epoch of %s/%d: %w", names[id], p, err)
 			}
@@ -292,6 +298,10 @@ func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
 	changed := map[string]bool{}
 	for id, ps := range a.Topics {
 		if prev != nil && reflect.DeepEqual(prev.Topics[id], ps) {
+			continue
+		}
+		if id == GroupsTopicID {
+			e.queue.Add(groupsKey)
 			continue
 		}
 		if name, ok := ids[id]; ok {
@@ -389,6 +399,7 @@ func (e *Engine) openList() []string {
 		}
 	}
 	e.mu.RUnlock()
+	out = append(out, e.shardOpenList()...)
 	sort.Strings(out)
 	return slices.Compact(out)
 }

@@ -29,6 +29,17 @@ func init() {
 		kmsg.InitProducerID:       {0, 5, handleInitProducerID},
 		kmsg.OffsetForLeaderEpoch: {2, 4, handleOffsetForLeaderEpoch},
 		kmsg.DescribeCluster:      {0, 1, handleDescribeCluster},
+		kmsg.OffsetCommit:         {2, 8, handleOffsetCommit},
+		kmsg.OffsetFetch:          {1, 8, handleOffsetFetch},
+		kmsg.FindCoordinator:      {0, 4, handleFindCoordinator},
+		kmsg.JoinGroup:            {0, 9, handleJoinGroup},
+		kmsg.Heartbeat:            {0, 4, handleHeartbeat},
+		kmsg.LeaveGroup:           {0, 5, handleLeaveGroup},
+		kmsg.SyncGroup:            {0, 5, handleSyncGroup},
+		kmsg.DescribeGroups:       {0, 5, handleDescribeGroups},
+		kmsg.ListGroups:           {0, 4, handleListGroups},
+		kmsg.DeleteGroups:         {0, 2, handleDeleteGroups},
+		kmsg.OffsetDelete:         {0, 0, handleOffsetDelete},
 	}
 }
 

@@ -23,6 +23,12 @@ func errorCode(err error) int16 {
 		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, engine.ErrNotServing), errors.Is(err, engine.ErrPartitionClosed):
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, engine.ErrNotCoordinator):
+		return kerr.NotCoordinator.Code
+	case errors.Is(err, engine.ErrCoordinatorLoading):
+		return kerr.CoordinatorLoadInProgress.Code
+	case errors.Is(err, engine.ErrCoordinatorNotAvailable):
+		return kerr.CoordinatorNotAvailable.Code
 	case errors.Is(err, engine.ErrTopicExists), errors.Is(err, engine.ErrTopicDeleting):
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, engine.ErrInvalidTopic):

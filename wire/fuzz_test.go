@@ -56,6 +56,9 @@ func FuzzDispatch(f *testing.F) {
 	dc := kmsg.NewPtrDescribeClusterRequest()
 	dc.Version = 1
 	seed(dc)
+	for _, req := range groupSeeds() {
+		seed(req)
+	}
 
 	b := startBroker(f, nil)
 	b.createTopic(f, "fuzz-topic", 1, nil)

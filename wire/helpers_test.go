@@ -65,8 +65,18 @@ func (b *testBroker) panicked() []string {
 // listener; everything is stopped by t.Cleanup.
 func startBroker(t testing.TB, tweak func(*Config)) *testBroker {
 	t.Helper()
+	return startBrokerWith(t, nil, tweak)
+}
+
+// startBrokerWith is startBroker with the engine's config tweaked too.
+func startBrokerWith(t testing.TB, engTweak func(*engine.Config), tweak func(*Config)) *testBroker {
+	t.Helper()
 	b := &testBroker{dir: t.TempDir()}
-	eng, err := engine.New(engine.Config{FS: volume.OS(), DataDir: b.dir, AutoCreateTopics: true, DefaultPartitions: 1})
+	ecfg := engine.Config{FS: volume.OS(), DataDir: b.dir, AutoCreateTopics: true, DefaultPartitions: 1}
+	if engTweak != nil {
+		engTweak(&ecfg)
+	}
+	eng, err := engine.New(ecfg)
 	if err != nil {
 		t.Fatalf("engine.New: %v", err)
 	}

@@ -42,6 +42,7 @@ type options struct {
 	maxQueuedBytes                                                      int64
 	shutdownTimeout                                                     time.Duration
 	heartbeatInterval, lease                                            time.Duration
+	groups                                                              groupOptions
 	volumeCheck                                                         volumeCheckOptions
 	unsafe                                                              unsafeOptions
 }
@@ -89,6 +90,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", envDuration("KAAS_HEARTBEAT_INTERVAL", cluster.DefaultHeartbeatInterval), "how often the broker writes its heartbeat and reads the others' and the assignment (KAAS_HEARTBEAT_INTERVAL)")
 	fs.DurationVar(&o.lease, "lease", envDuration("KAAS_LEASE", cluster.DefaultLease), "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
 	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
+	o.groups.register(fs)
 	o.volumeCheck.register(fs)
 	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail, delay or stall volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL|DELAY=D|STALL=D[:COUNT[@FIRST][:before|after]],... (see volume/faultfs/spec.go; KAAS_INJECT_FAULTS)")
 	o.unsafe.register(fs)
@@ -101,6 +103,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.heartbeatInterval <= 0 || o.lease <= o.heartbeatInterval {
 		return o, fmt.Errorf("--lease (%v) must be longer than --heartbeat-interval (%v), which must be positive", o.lease, o.heartbeatInterval)
+	}
+	if err := o.groups.validate(); err != nil {
+		return o, err
 	}
 	if o.defaultPartitions < 1 {
 		return o, errors.New("--default-partitions must be at least 1")
@@ -185,6 +190,7 @@ func run(o options, log logr.Logger) error {
 		HeartbeatInterval: o.heartbeatInterval, Lease: o.lease,
 		Now: now, UnsafeCompareWallClocks: negative[wallClockLease], UnsafeSkipFenceRecheck: negative[noFenceRecheck],
 		UnsafeInPlaceAssignment: negative[inPlaceAssignment], UnsafeIgnoreServingLease: negative[noServingLease],
+		Groups: o.groups.config(),
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -233,6 +239,9 @@ func run(o options, log logr.Logger) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
+	if err := eng.ResignCoordinators(); err != nil {
+		log.Error(err, "closing group coordinators")
+	}
 	srv.Shutdown(sctx)
 	if admin != nil {
 		_ = admin.Shutdown(sctx)

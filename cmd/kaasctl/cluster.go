@@ -132,7 +132,7 @@ func assignment(src source, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read assignment (has a controller written one yet?): %w", err)
 	}
-	names := map[string]string{}
+	names := map[string]string{engine.GroupsTopicID: "(group coordinator shards)"}
 	if specs, err := engine.ListTopicSpecs(fsys, dir); err == nil {
 		for _, s := range specs {
 			names[s.ID] = s.Name

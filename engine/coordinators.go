@@ -1,0 +1,337 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/kaas-dev/kaas/engine/groups"
+	"github.com/kaas-dev/kaas/engine/groupstore"
+	"github.com/kaas-dev/kaas/states"
+	"github.com/kaas-dev/kaas/volume/partlog"
+)
+
+// Group coordinators. The groups of the cluster are spread over
+// groups.Shards shards, and the assignment owns each shard like a partition
+// of a pseudo-topic whose ID is GroupsTopicID: the controller picks its owner
+// by rendezvous hashing over the live brokers and bumps its leader epoch
+// when the owner changes. The owner takes the shard over through the
+// coordinator-open machine (fence the shard's log at the new epoch, then
+// load its snapshot and tail) and serves the shard's groups until the
+// assignment moves it. Hashing groups to a fixed set of shards, rather than
+// giving each group its own assignment entry, keeps the assignment file
+// bounded however many groups there are, and gives each shard one log whose
+// fsyncs all its groups' commits share.
+
+// GroupsTopicID names the coordinator shards in the assignment. It is not a
+// UUID, so no topic ID can collide with it.
+const GroupsTopicID = "__groups"
+
+// groupsObject names the shards in heartbeats' open lists and reopen
+// requests ("__groups/<shard>@__groups"); no topic is named "__groups/…".
+const groupsObject = "__groups"
+
+const groupsKey = "groups"
+
+var (
+	// ErrNotCoordinator: this broker does not own the group's shard; the
+	// client looks the coordinator up again.
+	ErrNotCoordinator = errors.New("this broker is not the group's coordinator")
+	// ErrCoordinatorLoading: this broker owns the shard and is taking it
+	// over (fencing, loading); the client retries.
+	ErrCoordinatorLoading = errors.New("the group's coordinator is loading")
+	// ErrCoordinatorNotAvailable: no live broker owns the group's shard yet.
+	ErrCoordinatorNotAvailable = errors.New("no coordinator is available for the group")
+)
+
+// shard is a coordinator shard this broker serves.
+type shard struct {
+	index int32
+	epoch int32
+	store *groupstore.Store
+	coord *groups.Coordinator
+	once  sync.Once
+}
+
+func (s *shard) close() error {
+	var err error
+	s.once.Do(func() {
+		s.coord.Close()
+		err = s.store.Close()
+	})
+	if errors.Is(err, partlog.ErrFenced) {
+		return nil // the new owner has it
+	}
+	return err
+}
+
+func shardKey(index int32) string { return openKey(groupsObject, index, GroupsTopicID) }
+
+// GroupCoordinator returns the coordinator of group's shard if this broker
+// serves it: ErrNotCoordinator if another broker owns it (or this one's
+// serving lease lapsed), ErrCoordinatorLoading while this broker takes it
+// over.
+func (e *Engine) GroupCoordinator(group string) (*groups.Coordinator, error) {
+	i := groups.ShardOf(group)
+	o, mine, _ := e.ownerOf(GroupsTopicID, i)
+	if !mine {
+		return nil, fmt.Errorf("%w: group %q is in shard %d, owned by broker %d", ErrNotCoordinator, group, i, o.Broker)
+	}
+	if !e.leaseHeld() {
+		return nil, fmt.Errorf("%w: this broker has not renewed its heartbeat within %s; another broker may own shard %d by now",
+			ErrNotCoordinator, e.cfg.Lease-e.cfg.Lease/4, i)
+	}
+	e.shardMu.RLock()
+	s := e.shards[i]
+	e.shardMu.RUnlock()
+	if s == nil || s.epoch != o.LeaderEpoch || s.store.Err() != nil {
+		return nil, fmt.Errorf("%w: shard %d at leader epoch %d", ErrCoordinatorLoading, i, o.LeaderEpoch)
+	}
+	return s.coord, nil
+}
+
+// GroupCoordinatorBroker returns the live broker that owns group's shard.
+func (e *Engine) GroupCoordinatorBroker(group string) (BrokerInfo, error) {
+	i := groups.ShardOf(group)
+	o, _, ok := e.ownerOf(GroupsTopicID, i)
+	if !ok || o.Broker < 0 {
+		return BrokerInfo{}, fmt.Errorf("%w: shard %d of group %q is not assigned yet", ErrCoordinatorNotAvailable, i, group)
+	}
+	for _, b := range e.Brokers() {
+		if b.ID == o.Broker && (b.Port > 0 || b.Self) { // the front end fills in its own address
+			return b, nil
+		}
+	}
+	return BrokerInfo{}, fmt.Errorf("%w: shard %d's owner, broker %d, is not live", ErrCoordinatorNotAvailable, i, o.Broker)
+}
+
+// GroupCoordinators returns the coordinators of every shard this broker
+// serves (ListGroups asks each broker for its own groups).
+func (e *Engine) GroupCoordinators() []*groups.Coordinator {
+	var out []*groups.Coordinator
+	e.shardMu.RLock()
+	defer e.shardMu.RUnlock()
+	for i, s := range e.shards {
+		if s == nil {
+			continue
+		}
+		if o, mine, _ := e.ownerOf(GroupsTopicID, int32(i)); mine && o.LeaderEpoch == s.epoch && s.store.Err() == nil {
+			out = append(out, s.coord)
+		}
+	}
+	return out
+}
+
+// reconcileGroups opens the shards the assignment gives this broker and
+// releases the others.
+func (e *Engine) reconcileGroups(ctx context.Context) error {
+	if e.resigned.Load() {
+		return nil
+	}
+	errs := make([]error, groups.Shards)
+	var wg sync.WaitGroup
+	for i := int32(0); i < groups.Shards; i++ {
+		o, mine, _ := e.ownerOf(GroupsTopicID, i)
+		if !mine {
+			errs[i] = e.releaseShard(i)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.driveShardOpen(ctx, i, o.LeaderEpoch)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (e *Engine) servingShard(i int32) *shard {
+	e.shardMu.RLock()
+	defer e.shardMu.RUnlock()
+	return e.shards[i]
+}
+
+func (e *Engine) unpublishShard(s *shard) {
+	e.shardMu.Lock()
+	if e.shards[s.index] == s {
+		e.shards[s.index] = nil
+	}
+	e.shardMu.Unlock()
+}
+
+// releaseShard stops serving a shard this broker no longer owns.
+func (e *Engine) releaseShard(i int32) error {
+	s := e.servingShard(i)
+	if s == nil {
+		return nil
+	}
+	e.unpublishShard(s)
+	e.log.Info("coordinator shard released", "shard", i, "epoch", s.epoch)
+	return s.close()
+}
+
+// driveShardOpen drives one shard's coordinator-open machine to serving at
+// the leader epoch assigned to this broker.
+func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
+	key := shardKey(i)
+	cur := e.servingShard(i)
+	if cur != nil && cur.epoch == epoch && cur.store.Err() == nil {
+		return nil
+	}
+	if cur != nil {
+		// Failed (fsync error, fenced) or held at an older epoch: close it
+		// and load again from the volume.
+		e.log.Info("coordinator shard reopening", "shard", i, "epoch", epoch, "heldEpoch", cur.epoch, "err", cur.store.Err())
+		e.unpublishShard(cur)
+		if err := cur.close(); err != nil {
+			e.log.Error(err, "close failed coordinator shard", "shard", i)
+		}
+		if cur.epoch == epoch {
+			e.clMu.Lock()
+			e.reopen[key] = reopenRequest{topicID: GroupsTopicID, index: i, epoch: epoch}
+			e.clMu.Unlock()
+			return fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch)
+		}
+	}
+	if r, ok := e.pendingReopen(GroupsTopicID, groupsObject, i); ok && r.epoch == epoch {
+		return fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch)
+	}
+	obj := states.ShardObject(i)
+	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.CoordinatorOpen.Kind, obj)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		rec = &states.Record{Kind: states.CoordinatorOpen.Kind, Object: obj, Desired: states.CoordinatorOpen.End,
+			State: states.CoordinatorOpen.Initial, Since: e.cfg.Now().UTC(), Owner: e.owner}
+	}
+	switch rec.State {
+	case "loaded", "serving":
+		rec.State = "dir-ready" // handles belong to a process; this one holds none
+	case "fenced":
+		e.clMu.RLock()
+		ours := e.fenced[key] == epoch
+		e.clMu.RUnlock()
+		if rec.Epoch != epoch || !ours {
+			rec.State = "dir-ready"
+		}
+	}
+	rec.Owner = e.owner
+	dir := states.ShardDir(e.cfg.ClusterDir, i)
+	var opened *shard
+	acts := states.CoordinatorOpenActions(e.fsys, e.cfg.ClusterDir, i,
+		func(ctx context.Context) error {
+			return e.claimFenceAt(dir, key, fmt.Sprintf("coordinator shard %d", i), GroupsTopicID, i, epoch, rec)
+		},
+		func(ctx context.Context) error {
+			s, err := e.loadShard(i, epoch, rec)
+			if err != nil {
+				return err
+			}
+			opened = s
+			return nil
+		},
+		func(ctx context.Context) error {
+			if opened == nil {
+				return errors.New("no loaded coordinator to serve")
+			}
+			if o, mine, _ := e.ownerOf(GroupsTopicID, i); !mine || o.LeaderEpoch != epoch {
+				return fmt.Errorf("coordinator shard %d moved while it was loading", i)
+			}
+			e.shardMu.Lock()
+			defer e.shardMu.Unlock()
+			if e.resigned.Load() {
+				return errors.New("this broker is shutting down: it coordinates no more groups")
+			}
+			e.shards[i] = opened
+			return nil
+		})
+	err = states.Drive(ctx, states.CoordinatorOpen, rec, acts, e.save, e.cfg.Now)
+	if err != nil && opened != nil && e.servingShard(i) != opened {
+		_ = opened.close()
+	}
+	if err == nil {
+		e.log.Info("coordinator shard serving", "shard", i, "epoch", epoch)
+	}
+	return err
+}
+
+// loadShard opens a shard's store at epoch and loads its groups into a new
+// coordinator.
+func (e *Engine) loadShard(i, epoch int32, rec *states.Record) (*shard, error) {
+	var previous []int32
+	if rec.FencedFrom != nil {
+		previous = append(previous, *rec.FencedFrom)
+	}
+	s := &shard{index: i, epoch: epoch}
+	store, stats, err := groupstore.Open(groupstore.Config{
+		FS: e.fsys, Dir: states.ShardDir(e.cfg.ClusterDir, i), Index: i,
+		Epoch: epoch, PreviousEpochs: previous,
+		CheckpointInterval:     e.cfg.CheckpointInterval,
+		UnsafeSkipFenceRecheck: e.cfg.UnsafeSkipFenceRecheck,
+		Now:                    e.cfg.Now,
+		Logger:                 e.log.WithName("groupstore").WithValues("shard", i),
+		OnFailure: func() {
+			e.clMu.Lock()
+			e.reopen[shardKey(i)] = reopenRequest{topicID: GroupsTopicID, index: i, epoch: epoch}
+			e.clMu.Unlock()
+			e.queue.Add(groupsKey)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open coordinator shard %d: %w", i, err)
+	}
+	cfg := e.cfg.Groups
+	cfg.Shard, cfg.Journal = i, store
+	cfg.Logger = e.log.WithName("groups").WithValues("shard", i)
+	coord := groups.New(cfg)
+	if err := store.Records(coord.Replay); err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("load coordinator shard %d: %w", i, err)
+	}
+	coord.Start()
+	s.store, s.coord = store, coord
+	e.log.Info("coordinator shard loaded", "shard", i, "epoch", epoch, "snapshotOffset", stats.SnapshotOffset,
+		"snapshotRecords", stats.SnapshotRecords, "replayedRecords", stats.ReplayedRecords, "logEnd", stats.LogEnd, "took", stats.Took)
+	return s, nil
+}
+
+// ResignCoordinators closes every coordinator shard this broker serves and
+// opens none again: the first step of a graceful shutdown, so that joins
+// and syncs waiting for a rebalance are answered NOT_COORDINATOR at once
+// (their clients move on to the next coordinator) instead of holding the
+// shutdown until they time out.
+func (e *Engine) ResignCoordinators() error {
+	e.resigned.Store(true)
+	return e.closeShards()
+}
+
+// closeShards closes every shard this broker serves (at shutdown).
+func (e *Engine) closeShards() error {
+	e.shardMu.Lock()
+	all := e.shards
+	e.shards = [groups.Shards]*shard{}
+	e.shardMu.Unlock()
+	var errs []error
+	for _, s := range all {
+		if s != nil {
+			errs = append(errs, s.close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// shardOpenList lists the shards this broker serves, as open-list keys.
+func (e *Engine) shardOpenList() []string {
+	e.shardMu.RLock()
+	defer e.shardMu.RUnlock()
+	var out []string
+	for i, s := range e.shards {
+		if s != nil {
+			out = append(out, shardKey(int32(i)))
+		}
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package wire
+
+// FindCoordinator: versions 0-4.
+//
+// Behavior:
+// * A group's coordinator is the live broker that owns the group's shard
+//   in the assignment (engine/coordinators.go). Any broker answers, from
+//   the assignment it last read; a client that reaches a broker the
+//   assignment has since moved away from gets NOT_COORDINATOR there and
+//   asks again.
+// * No broker owns the shard yet (start-up, or its owner died and the
+//   controller has not reassigned it): COORDINATOR_NOT_AVAILABLE, which
+//   clients retry.
+// * Transaction coordinators (key type 1) are not served yet:
+//   COORDINATOR_NOT_AVAILABLE with a message saying so.
+//
+// Version notes:
+// * v1: KeyType, ErrorMessage
+// * v3: flexible
+// * v4: batched CoordinatorKeys (KIP-699)
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleFindCoordinator(c *conn, kreq kmsg.Request, r *reply) {
+	req := kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	if req.Version <= 3 {
+		co := c.findCoordinator(req.CoordinatorType, req.CoordinatorKey)
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = co.NodeID, co.Host, co.Port, co.ErrorCode
+		if req.Version >= 1 {
+			resp.ErrorMessage = co.ErrorMessage
+		}
+		r.finish(resp)
+		return
+	}
+	for _, key := range req.CoordinatorKeys {
+		resp.Coordinators = append(resp.Coordinators, c.findCoordinator(req.CoordinatorType, key))
+	}
+	r.finish(resp)
+}
+
+func (c *conn) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
+	co := kmsg.NewFindCoordinatorResponseCoordinator()
+	co.Key, co.NodeID, co.Port = key, -1, -1
+	if keyType != 0 {
+		co.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		msg := "kaas does not serve transaction coordinators yet"
+		if keyType != 1 {
+			co.ErrorCode = kerr.InvalidRequest.Code
+			msg = "unknown coordinator key type"
+		}
+		co.ErrorMessage = &msg
+		return co
+	}
+	b, err := c.s.eng.GroupCoordinatorBroker(key)
+	if err != nil {
+		co.ErrorCode, co.ErrorMessage = errorCode(err), errMessage(err)
+		return co
+	}
+	co.NodeID, co.Host, co.Port = b.ID, b.Host, b.Port
+	if b.Self {
+		co.Host, co.Port = c.s.host, c.s.port
+	}
+	return co
+}

@@ -1,0 +1,26 @@
+package wire
+
+// Heartbeat: versions 0-4.
+//
+// Behavior:
+// * Routed to the group's coordinator; answered from memory (a heartbeat
+//   writes nothing).
+//
+// Version notes:
+// * v3: GroupInstanceID; v4: flexible
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func handleHeartbeat(c *conn, kreq kmsg.Request, r *reply) {
+	req := kreq.(*kmsg.HeartbeatRequest)
+	coord, err := c.s.eng.GroupCoordinator(req.Group)
+	if err != nil {
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = errorCode(err)
+		r.finish(resp)
+		return
+	}
+	resp := coord.Heartbeat(req)
+	resp.Version = req.Version
+	r.finish(resp)
+}
