@@ -1,6 +1,6 @@
 package wire
 
-// OffsetDelete: version 0.
+// OffsetDelete: versions 0-0.
 //
 // Behavior:
 // * Routed to the group's coordinator, which deletes the committed offsets
