@@ -54,6 +54,8 @@ type trial struct {
 	oldEpoch int32
 	logs     []*partlog.Log
 	problems []string
+	// coord is the coordinator-open workload's state (sweep_coordinator_test.go).
+	coord *coordTrial
 }
 
 func newTrial() *trial {
@@ -71,6 +73,7 @@ func (tr *trial) closeAll() {
 		_ = tr.zombie.Close()
 		tr.zombie = nil
 	}
+	tr.coord.closeAll()
 }
 
 // Host names: setup prepares the volume (the previous owner, for a
@@ -109,8 +112,9 @@ func (sc sweepScenario) name(def states.Definition) string {
 // sweepScenarios must hold at least one scenario for every machine in
 // states.Machines; TestCrashSweep fails for a machine without one.
 var sweepScenarios = map[string][]sweepScenario{
-	states.PartitionOpen.Kind: {partitionOpenScenario(), takeoverScenario()},
-	states.TopicDelete.Kind:   {topicDeleteScenario()},
+	states.PartitionOpen.Kind:   {partitionOpenScenario(), takeoverScenario()},
+	states.TopicDelete.Kind:     {topicDeleteScenario()},
+	states.CoordinatorOpen.Kind: {coordinatorOpenScenario()},
 }
 
 // restartPartitionOpen is what the engine does with a loaded record:

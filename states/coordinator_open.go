@@ -1,0 +1,62 @@
+package states
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/kaas-dev/kaas/volume"
+)
+
+// CoordinatorOpen brings one group-coordinator shard to `serving` at the
+// leader epoch the assignment gives this broker: its directory exists, the
+// shard's fence holds the epoch, the shard's store (engine/groupstore) is
+// open with the old tail recovered and sealed and its table loaded, and the
+// coordinator answers for the shard's groups.
+//
+//	pending --make-dir--> dir-ready --fence--> fenced --load--> loaded
+//	        --serve--> serving
+//
+// It is also the shard's takeover: `fence` writes the new epoch before
+// anything of the old log or snapshots is read, so the previous owner
+// acknowledges nothing more (its group-commit round re-reads the fence) and
+// its late snapshot is rejected at load (groupstore's version-conditional
+// rule).
+//
+// As in PartitionOpen, `fenced` holds for one epoch and one process: the
+// engine starts again from `dir-ready` when the record names another epoch
+// than the one assigned, or when another process fenced it. `loaded` and
+// `serving` describe handles held by a process: after a restart the engine
+// treats a record in either as `dir-ready`, since nothing is open any more.
+// Shard directories carry no stamp: shards are fixed, never deleted, and a
+// name like groups/3 means the same shard for the life of the cluster.
+var CoordinatorOpen = Definition{
+	Kind:    "coordinator-open",
+	Initial: "pending",
+	End:     "serving",
+	Steps: []Step{
+		{From: "pending", Event: "make-dir", To: "dir-ready"},
+		{From: "dir-ready", Event: "fence", To: "fenced"},
+		{From: "fenced", Event: "load", To: "loaded"},
+		{From: "loaded", Event: "serve", To: "serving"},
+	},
+}
+
+// ShardObject names a coordinator shard in CoordinatorOpen records and
+// status: groups/<shard>.
+func ShardObject(shard int32) string { return GroupsDir + "/" + strconv.Itoa(int(shard)) }
+
+// CoordinatorOpenActions are the actions of CoordinatorOpen for one shard.
+// make-dir creates the shard directory durably; fence claims the shard's
+// fence (partlog.ClaimFence) at the assigned epoch, load opens the store
+// (groupstore.Open) and serve publishes it: those three are supplied by the
+// engine, which knows the epoch and holds the handles.
+func CoordinatorOpenActions(fsys volume.FS, clusterDir string, shard int32, fence, load, serve func(context.Context) error) Actions {
+	return Actions{
+		"make-dir": func(ctx context.Context) error {
+			return volume.MkdirAllSync(fsys, ShardDir(clusterDir, shard))
+		},
+		"fence": fence,
+		"load":  load,
+		"serve": serve,
+	}
+}
