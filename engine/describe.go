@@ -6,6 +6,18 @@ type BrokerStatus struct {
 	ClusterID string        `json:"clusterID"`
 	Ready     bool          `json:"ready"`
 	Topics    []TopicStatus `json:"topics"`
+	// CoordinatorShards are the group-coordinator shards this broker
+	// serves.
+	CoordinatorShards []ShardStatus `json:"coordinatorShards,omitempty"`
+}
+
+// ShardStatus describes one coordinator shard this broker serves.
+type ShardStatus struct {
+	Shard       int32  `json:"shard"`
+	LeaderEpoch int32  `json:"leaderEpoch"`
+	Groups      int    `json:"groups"`
+	LogEnd      int64  `json:"logEnd"`
+	Error       string `json:"error,omitempty"`
 }
 
 // TopicStatus describes one live topic.
@@ -32,6 +44,18 @@ type PartitionStatus struct {
 // Describe reports the broker's live topics and partitions.
 func (e *Engine) Describe() BrokerStatus {
 	st := BrokerStatus{BrokerID: e.cfg.BrokerID, ClusterID: e.clusterID, Ready: e.Ready()}
+	e.shardMu.RLock()
+	for _, sh := range e.shards {
+		if sh == nil {
+			continue
+		}
+		ss := ShardStatus{Shard: sh.index, LeaderEpoch: sh.epoch, Groups: len(sh.coord.ListGroups(nil)), LogEnd: sh.store.LogEnd()}
+		if err := sh.store.Err(); err != nil {
+			ss.Error = err.Error()
+		}
+		st.CoordinatorShards = append(st.CoordinatorShards, ss)
+	}
+	e.shardMu.RUnlock()
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	for _, v := range e.sortedTopicsLocked() {
