@@ -900,6 +900,18 @@ func (e *Engine) Topic(name string) (TopicView, bool) {
 	return e.viewLocked(t), true
 }
 
+// TopicPartitions returns a live topic's partition count, without building
+// its routing view (the offset-commit path checks every topic it names).
+func (e *Engine) TopicPartitions(name string) (int32, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	t := e.topics[name]
+	if t == nil || t.spec.Deleted {
+		return 0, false
+	}
+	return t.spec.Partitions, true
+}
+
 // TopicByID returns the live topic with this ID.
 func (e *Engine) TopicByID(id string) (TopicView, bool) {
 	e.mu.RLock()

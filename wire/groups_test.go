@@ -183,3 +183,55 @@ func TestGroupConsumeCommitResume(t *testing.T) {
 		t.Errorf("offsets after delete: %v %v", offs, err)
 	}
 }
+
+// TestOffsetCommitUnknownPartitions: partitions of topics that do not exist,
+// or beyond a topic's partition count, get UNKNOWN_TOPIC_OR_PARTITION and
+// are not stored; the request's other partitions are committed.
+func TestOffsetCommitUnknownPartitions(t *testing.T) {
+	b := startGroupBroker(t)
+	b.createTopic(t, "known", 2, nil)
+	c := b.dial(t)
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.Generation = 8, "simple", -1
+	for _, tp := range []struct {
+		topic string
+		parts []int32
+	}{{"known", []int32{0, 1, 2}}, {"missing", []int32{0}}} {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = tp.topic
+		for _, p := range tp.parts {
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = p, 10+int64(p)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := c.do(req).(*kmsg.OffsetCommitResponse)
+	got := map[string]int16{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			got[fmt.Sprintf("%s/%d", rt.Topic, rp.Partition)] = rp.ErrorCode
+		}
+	}
+	want := map[string]int16{"known/0": 0, "known/1": 0, "known/2": kerr.UnknownTopicOrPartition.Code, "missing/0": kerr.UnknownTopicOrPartition.Code}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("commit answers %v, want %v", got, want)
+	}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Version = 8
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group = "simple"
+	fetch.Groups = append(fetch.Groups, g)
+	fresp := c.do(fetch).(*kmsg.OffsetFetchResponse)
+	stored := map[string]int64{}
+	for _, gr := range fresp.Groups {
+		for _, ft := range gr.Topics {
+			for _, fp := range ft.Partitions {
+				stored[fmt.Sprintf("%s/%d", ft.Topic, fp.Partition)] = fp.Offset
+			}
+		}
+	}
+	if fmt.Sprint(stored) != fmt.Sprint(map[string]int64{"known/0": 10, "known/1": 11}) {
+		t.Fatalf("stored offsets %v", stored)
+	}
+}

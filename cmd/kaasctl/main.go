@@ -5,6 +5,7 @@
 //	kaasctl reconcile-status --admin http://127.0.0.1:9644
 //	kaasctl topics [list] --data ./kaas-data
 //	kaasctl topics describe NAME --admin http://127.0.0.1:9644
+//	kaasctl groups [list | describe GROUP] --bootstrap 127.0.0.1:9092
 package main
 
 import (
@@ -35,10 +36,14 @@ Commands:
                      up to --watch), controller, addresses, zone, partitions owned and open
   assignment         each partition's owner and leader epoch, as the controller assigned them
   check-volume       check that --data keeps kaas's volume promises (--peer DIR2: a second mount; --json)
+  groups [list]      consumer groups: coordinator, state, protocol type, members (needs --bootstrap)
+  groups describe G  one group's members and assignments, and each partition's committed
+                     offset, log end offset and lag (needs --bootstrap)
 
 Sources (one of):
   --data DIR         read the volume directly (no broker needed); --cluster-dir if not <data>/__cluster
   --admin URL        ask a running broker (e.g. http://127.0.0.1:9644)
+  --bootstrap H:P    ask a running cluster with a Kafka client (groups only; KAAS_BOOTSTRAP)
 
 Output: -o table (default) or -o json
 `
@@ -62,6 +67,9 @@ func run(args []string, out io.Writer) error {
 	cmd, rest := args[0], args[1:]
 	if cmd == "check-volume" {
 		return checkVolume(rest, out)
+	}
+	if cmd == "groups" {
+		return groupsCmd(rest, out)
 	}
 	var sub []string
 	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
