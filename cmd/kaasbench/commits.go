@@ -80,11 +80,7 @@ func parseCommitsFlags(args []string, stderr io.Writer) (commitsConfig, error) {
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	for _, b := range strings.Split(brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			cfg.Brokers = append(cfg.Brokers, b)
-		}
-	}
+	cfg.Brokers = splitBrokers(brokers)
 	if cfg.Topic == "" {
 		cfg.Topic = randomTopic()
 	}
