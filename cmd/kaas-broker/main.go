@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -278,6 +279,11 @@ func adminMux(eng *engine.Engine) *http.ServeMux {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	// Profiles for whoever can reach the admin address (127.0.0.1 by
+	// default): where a broker spends its CPU is a question users ask.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, eng.Describe())
 	})
