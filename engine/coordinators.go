@@ -109,10 +109,13 @@ func (e *Engine) GroupCoordinatorBroker(group string) (BrokerInfo, error) {
 // GroupCoordinators returns the coordinators of every shard this broker
 // serves (ListGroups asks each broker for its own groups).
 func (e *Engine) GroupCoordinators() []*groups.Coordinator {
-	var out []*groups.Coordinator
+	// Copied first: shardMu is never held while another engine lock is
+	// taken.
 	e.shardMu.RLock()
-	defer e.shardMu.RUnlock()
-	for i, s := range e.shards {
+	all := e.shards
+	e.shardMu.RUnlock()
+	var out []*groups.Coordinator
+	for i, s := range all {
 		if s == nil {
 			continue
 		}

@@ -45,7 +45,9 @@ type PartitionStatus struct {
 func (e *Engine) Describe() BrokerStatus {
 	st := BrokerStatus{BrokerID: e.cfg.BrokerID, ClusterID: e.clusterID, Ready: e.Ready()}
 	e.shardMu.RLock()
-	for _, sh := range e.shards {
+	shards := e.shards // copied: no other lock is taken under shardMu
+	e.shardMu.RUnlock()
+	for _, sh := range shards {
 		if sh == nil {
 			continue
 		}
@@ -55,7 +57,6 @@ func (e *Engine) Describe() BrokerStatus {
 		}
 		st.CoordinatorShards = append(st.CoordinatorShards, ss)
 	}
-	e.shardMu.RUnlock()
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	for _, v := range e.sortedTopicsLocked() {

@@ -148,7 +148,8 @@ type Engine struct {
 	leaseFrom atomic.Int64
 
 	// shards are the group-coordinator shards this broker serves
-	// (coordinators.go).
+	// (coordinators.go). shardMu is a leaf: no other lock is taken while
+	// it is held (readers copy the array first).
 	shardMu  sync.RWMutex
 	shards   [groups.Shards]*shard
 	resigned atomic.Bool // ResignCoordinators: open no shard again
@@ -1126,6 +1127,11 @@ func (e *Engine) WaitDeleted(ctx context.Context, name, id string) bool {
 // assigns to this broker, of every live topic, is served at its assigned
 // leader epoch.
 func (e *Engine) Ready() bool {
+	// The shards are copied before mu and clMu are taken: shardMu is
+	// never held while another engine lock is taken.
+	e.shardMu.RLock()
+	shards := e.shards
+	e.shardMu.RUnlock()
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	e.clMu.RLock()
@@ -1144,9 +1150,7 @@ func (e *Engine) Ready() bool {
 			}
 		}
 	}
-	e.shardMu.RLock()
-	defer e.shardMu.RUnlock()
-	for i, s := range e.shards {
+	for i, s := range shards {
 		if o, mine, _ := e.ownerOfLocked(GroupsTopicID, int32(i)); mine && (s == nil || s.epoch != o.LeaderEpoch) {
 			return false
 		}
