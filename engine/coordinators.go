@@ -192,9 +192,7 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 			e.log.Error(err, "close failed coordinator shard", "shard", i)
 		}
 		if cur.epoch == epoch {
-			e.clMu.Lock()
-			e.reopen[key] = reopenRequest{topicID: GroupsTopicID, index: i, epoch: epoch}
-			e.clMu.Unlock()
+			e.askReopen(key, GroupsTopicID, i, epoch)
 			return fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch)
 		}
 	}
@@ -277,9 +275,7 @@ func (e *Engine) loadShard(i, epoch int32, rec *states.Record) (*shard, error) {
 		Now:                    e.cfg.Now,
 		Logger:                 e.log.WithName("groupstore").WithValues("shard", i),
 		OnFailure: func() {
-			e.clMu.Lock()
-			e.reopen[shardKey(i)] = reopenRequest{topicID: GroupsTopicID, index: i, epoch: epoch}
-			e.clMu.Unlock()
+			e.askReopen(shardKey(i), GroupsTopicID, i, epoch)
 			e.queue.Add(groupsKey)
 		},
 	})

@@ -694,8 +694,14 @@ func (e *Engine) partitionFailed(p *Partition) {
 // requestReopen asks the controller (through the heartbeat) for a new
 // leader epoch for a partition whose log failed.
 func (e *Engine) requestReopen(p *Partition) {
+	e.askReopen(openKey(p.Topic, p.Index, p.TopicID), p.TopicID, p.Index, p.Epoch())
+}
+
+// askReopen asks the controller for a new leader epoch for the log named
+// key (a partition's or a coordinator shard's), which failed at epoch.
+func (e *Engine) askReopen(key, topicID string, index, epoch int32) {
 	e.clMu.Lock()
-	e.reopen[openKey(p.Topic, p.Index, p.TopicID)] = reopenRequest{topicID: p.TopicID, index: p.Index, epoch: p.Epoch()}
+	e.reopen[key] = reopenRequest{topicID: topicID, index: index, epoch: epoch}
 	e.clMu.Unlock()
 }
 
