@@ -2,6 +2,7 @@ package partlog
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -122,18 +123,25 @@ func (l *Log) LiveRefs() int {
 // headers it needs to find the end (using the sparse offset index to skip
 // most of them), so an I/O error in the body shows when the range is sent.
 func (l *Log) ReadRef(offset int64, maxBytes int) (Ref, error) {
+	return l.ReadRefBelow(offset, maxBytes, math.MaxInt64)
+}
+
+// ReadRefBelow is ReadRef of only the batches whose base offset is below
+// below: a read_committed fetch stops at the last stable offset, which is
+// always a batch boundary (the first batch of an open transaction).
+func (l *Log) ReadRefBelow(offset int64, maxBytes int, below int64) (Ref, error) {
 	d, err := l.checkReadable(offset)
 	if err != nil {
 		return Ref{}, err
 	}
-	if offset == d.hw {
+	if offset == d.hw || offset >= below {
 		return Ref{}, nil
 	}
 	hold, err := l.acquire()
 	if err != nil {
 		return Ref{}, err
 	}
-	ref, err := l.readRef(d, offset, maxBytes)
+	ref, err := l.readRef(d, offset, maxBytes, below)
 	if err != nil || ref.Len == 0 {
 		Ref{hold: hold}.Release()
 		return Ref{}, err
@@ -144,7 +152,7 @@ func (l *Log) ReadRef(offset int64, maxBytes int) (Ref, error) {
 
 // readRef finds the range for ReadRef; the caller holds a reference, so
 // the segment handles stay open.
-func (l *Log) readRef(d *durableState, offset int64, maxBytes int) (Ref, error) {
+func (l *Log) readRef(d *durableState, offset int64, maxBytes int, below int64) (Ref, error) {
 	v, err := l.viewAt(d, offset)
 	if err != nil {
 		return Ref{}, err
@@ -162,9 +170,12 @@ func (l *Log) readRef(d *durableState, offset int64, maxBytes int) (Ref, error) 
 	end := start + want // Read's buffer end: batches must end at or before it
 
 	// Every index entry is a batch boundary; batches between start and the
-	// last entry at or before end all fit, so scanning starts there.
+	// last entry at or before end (and below the offset bound) all fit, so
+	// scanning starts there.
 	p := start
-	if i := sort.Search(len(v.offsets), func(i int) bool { return int64(v.offsets[i].pos) > end }); i > 0 {
+	if i := sort.Search(len(v.offsets), func(i int) bool {
+		return int64(v.offsets[i].pos) > end || v.seg.base+int64(v.offsets[i].rel) >= below
+	}); i > 0 {
 		if e := int64(v.offsets[i-1].pos); e > start {
 			p = e
 		}
@@ -186,6 +197,9 @@ func (l *Log) readRef(d *durableState, offset int64, maxBytes int) (Ref, error) 
 		h, err := ParseBatchHeader(buf[off : off+BatchHeaderSize])
 		if err != nil {
 			return Ref{}, fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, rf.Name(), p, err)
+		}
+		if h.BaseOffset >= below {
+			break
 		}
 		if p+h.Size() > end {
 			if p == start { // the first batch is bigger than maxBytes: return it whole

@@ -267,3 +267,56 @@ func TestRefsRaceClose(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRefBelowStopsAtTheBound checks that ReadRefBelow returns exactly
+// ReadRef's batches cut before the first batch at or above the bound, for
+// random offsets, limits and bounds (at batch boundaries, as a last stable
+// offset always is), across index skips and segments.
+func TestReadRefBelowStopsAtTheBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	fsys := newMemFS(t)
+	cfg := testConfig(t, 1, newFakeClock())
+	cfg.IndexIntervalBytes = 256
+	l := mustOpen(t, fsys, cfg)
+	var bases []int64
+	var end int64
+	for i := 0; i < 200; i++ {
+		res := mustAppend(t, l, batch(1+rng.IntN(4), 1+rng.IntN(300), int64(i)))
+		bases = append(bases, res.BaseOffset)
+		end = res.LastOffset + 1
+	}
+	mustSync(t, l, end)
+	for i := 0; i < 2000; i++ {
+		off := rng.Int64N(end)
+		below := bases[rng.IntN(len(bases))]
+		maxBytes := rng.IntN(20000)
+		full, err := l.ReadRef(off, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut, err := l.ReadRefBelow(off, maxBytes, below)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := materialize(t, full)
+		// Keep ReadRef's batches whose base offset is below the bound.
+		var keep int
+		for b := want; len(b) > 0; {
+			h, err := ParseBatchHeader(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.BaseOffset >= below {
+				break
+			}
+			keep += int(h.Size())
+			b = b[h.Size():]
+		}
+		got := materialize(t, cut)
+		if !bytes.Equal(got, want[:keep]) {
+			t.Fatalf("offset %d below %d max %d: got %d bytes, want the %d of ReadRef's %d below the bound", off, below, maxBytes, len(got), keep, len(want))
+		}
+		full.Release()
+		cut.Release()
+	}
+}
