@@ -72,6 +72,7 @@ type Coordinator struct {
 
 	mu          sync.Mutex
 	groups      map[string]*group
+	txnGroups   map[int64]map[string]struct{} // producer ID → groups with its txnOffsets (txnoffsets.go)
 	closed      bool
 	started     bool
 	expiryTimer Timer
@@ -227,8 +228,9 @@ func containsFold(list []string, s string) bool {
 }
 
 // DeleteGroup deletes an empty group and its offsets (error code, 0 on
-// success: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, NOT_COORDINATOR). The group
-// is gone from memory at once, as Kafka marks it Dead before the write.
+// success: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, NOT_COORDINATOR). A group
+// with pending transactional offsets is not empty. The group is gone from
+// memory at once, as Kafka marks it Dead before the write.
 func (c *Coordinator) DeleteGroup(ctx context.Context, group string) int16 {
 	c.mu.Lock()
 	if c.closed {
@@ -240,7 +242,7 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, group string) int16 {
 	case g == nil:
 		c.mu.Unlock()
 		return kerr.GroupIDNotFound.Code
-	case g.state != stateEmpty:
+	case g.state != stateEmpty || len(g.txnOffsets) > 0:
 		c.mu.Unlock()
 		return kerr.NonEmptyGroup.Code
 	}

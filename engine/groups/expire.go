@@ -21,8 +21,9 @@ func (c *Coordinator) scheduleExpiry() {
 // expireOffsets is KIP-211's retention: only groups without members lose
 // offsets. A group with a protocol type (it had members) keeps each offset
 // for OffsetsRetention after the later of going Empty and the commit; a
-// group of simple commits only (no protocol type) from each commit. An
-// Empty group left with no offsets is removed. One Append carries every
+// group of simple commits only (no protocol type) from each commit.
+// Pending transactional offsets do not expire. An Empty group left with no
+// offsets, committed or pending, is removed. One Append carries every
 // tombstone of the pass.
 func (c *Coordinator) expireOffsets() {
 	now := c.clock.Now()
@@ -50,7 +51,7 @@ func (c *Coordinator) expireOffsets() {
 				delete(g.offsets, tp)
 			}
 		}
-		if len(g.offsets) == 0 && len(g.pending) == 0 {
+		if len(g.offsets) == 0 && len(g.pending) == 0 && len(g.txnOffsets) == 0 {
 			recs = append(recs, groupTombstone(id))
 			c.forgetGroup(g)
 		}

@@ -150,6 +150,11 @@ type group struct {
 	// resurrect its partition. Cleared when no commit is in flight.
 	deleted         map[topicPartition]int64
 	commitsInFlight int
+
+	// txnOffsets are transactional offset commits whose transaction has
+	// not ended, by producer ID (txnoffsets.go): durable as pending
+	// records, visible once the transaction commits. Nil when none.
+	txnOffsets map[int64]map[topicPartition]committedOffset
 }
 
 func newGroup(id string, now time.Time) *group {

@@ -185,10 +185,10 @@ var emptyMetadata = ""
 
 // OffsetFetch answers one group (OffsetFetch v8 form; wire converts older
 // versions). Nil Topics means every committed partition. Only durable
-// commits are visible. requireStable (v7+) is ignored: there are no
-// transactional offset commits yet, so nothing is ever unstable.
+// commits are visible. With requireStable (v7+, KIP-447) a partition with
+// pending transactional offsets answers UNSTABLE_OFFSET_COMMIT (offset -1),
+// as Kafka; without, its committed offset.
 func (c *Coordinator) OffsetFetch(req kmsg.OffsetFetchRequestGroup, requireStable bool) kmsg.OffsetFetchResponseGroup {
-	_ = requireStable
 	resp := kmsg.NewOffsetFetchResponseGroup()
 	resp.Group = req.Group
 	c.mu.Lock()
@@ -209,7 +209,7 @@ func (c *Coordinator) OffsetFetch(req kmsg.OffsetFetchRequestGroup, requireStabl
 				resp.Topics = append(resp.Topics, rt)
 			}
 			rt := &resp.Topics[len(resp.Topics)-1]
-			rt.Partitions = append(rt.Partitions, g.fetchPartition(tp))
+			rt.Partitions = append(rt.Partitions, g.fetchPartition(tp, requireStable))
 		}
 		return resp
 	}
@@ -219,15 +219,21 @@ func (c *Coordinator) OffsetFetch(req kmsg.OffsetFetchRequestGroup, requireStabl
 		rt.Topic = t.Topic
 		rt.Partitions = make([]kmsg.OffsetFetchResponseGroupTopicPartition, len(t.Partitions))
 		for j, p := range t.Partitions {
-			rt.Partitions[j] = g.fetchPartition(topicPartition{t.Topic, p})
+			rt.Partitions[j] = g.fetchPartition(topicPartition{t.Topic, p}, requireStable)
 		}
 	}
 	return resp
 }
 
-func (g *group) fetchPartition(tp topicPartition) kmsg.OffsetFetchResponseGroupTopicPartition {
+func (g *group) fetchPartition(tp topicPartition, requireStable bool) kmsg.OffsetFetchResponseGroupTopicPartition {
 	p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 	p.Partition = tp.partition
+	if requireStable && g.hasTxnOffset(tp) {
+		p.Offset = -1
+		p.Metadata = &emptyMetadata
+		p.ErrorCode = kerr.UnstableOffsetCommit.Code
+		return p
+	}
 	o, ok := g.offsets[tp]
 	if !ok {
 		p.Offset = -1

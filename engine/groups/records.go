@@ -13,11 +13,19 @@ import (
 // Record versions written, as Kafka's __consumer_offsets: offset commit
 // key v1 with value v3 (leader epoch, no expire timestamp), group metadata
 // key v2 with value v3 (static members).
+//
+// kaas adds key versions of its own, above Kafka's 0–2 (and those of
+// Kafka's next group coordinator): 1000 is a transaction record
+// (txns.RecordKeyVersion), 1001 a pending transactional offset commit
+// (txnOffsetKeyVersion: int16 1001, int64 producer ID, then the group,
+// topic and partition as in an offset commit key; the value an offset
+// commit value, a tombstone ending it; see txnoffsets.go).
 const (
 	offsetCommitKeyVersion   = 1
 	offsetCommitValueVersion = 3
 	groupMetadataKeyVersion  = 2
 	groupMetadataValVersion  = 3
+	txnOffsetKeyVersion      = 1001
 )
 
 func offsetCommitKey(group, topic string, partition int32) []byte {
@@ -102,6 +110,8 @@ func (c *Coordinator) Replay(r Record) error {
 		return c.replayOffsetCommit(r)
 	case 2:
 		return c.replayGroupMetadata(r)
+	case txnOffsetKeyVersion:
+		return c.replayTxnOffset(r)
 	default:
 		return fmt.Errorf("groups: replay: unknown record key version %d", version)
 	}
@@ -119,29 +129,39 @@ func (c *Coordinator) replayOffsetCommit(r Record) error {
 		}
 		return nil
 	}
-	var v kmsg.OffsetCommitValue
-	if err := v.ReadFrom(r.Value); err != nil {
+	o, err := decodeOffsetValue(r.Value)
+	if err != nil {
 		return fmt.Errorf("groups: replay: offset commit value of %s/%s/%d: %w", k.Group, k.Topic, k.Partition, err)
-	}
-	if v.Version < 0 || v.Version > 4 {
-		return fmt.Errorf("groups: replay: unknown offset commit value version %d", v.Version)
-	}
-	if v.Version < 3 {
-		v.LeaderEpoch = -1
 	}
 	g := c.groups[k.Group]
 	if g == nil {
 		g = newGroup(k.Group, c.clock.Now())
 		c.groups[k.Group] = g
 	}
-	g.offsets[tp] = committedOffset{
+	g.offsets[tp] = o
+	return nil
+}
+
+// decodeOffsetValue reads an offset commit value (v0–4) as a replayed
+// commit: older than any append.
+func decodeOffsetValue(value []byte) (committedOffset, error) {
+	var v kmsg.OffsetCommitValue
+	if err := v.ReadFrom(value); err != nil {
+		return committedOffset{}, err
+	}
+	if v.Version < 0 || v.Version > 4 {
+		return committedOffset{}, fmt.Errorf("unknown offset commit value version %d", v.Version)
+	}
+	if v.Version < 3 {
+		v.LeaderEpoch = -1
+	}
+	return committedOffset{
 		offset:      v.Offset,
 		leaderEpoch: v.LeaderEpoch,
 		metadata:    v.Metadata,
 		committedAt: v.CommitTimestamp,
 		logOffset:   -1,
-	}
-	return nil
+	}, nil
 }
 
 func (c *Coordinator) replayGroupMetadata(r Record) error {
@@ -151,8 +171,9 @@ func (c *Coordinator) replayGroupMetadata(r Record) error {
 	}
 	old := c.groups[k.Group]
 	if r.Value == nil {
-		// Offsets have their own tombstones, written before the group's.
-		if old != nil && len(old.offsets) == 0 {
+		// Offsets have their own tombstones, written before the group's;
+		// pending transactional offsets keep a group too.
+		if old != nil && len(old.offsets) == 0 && len(old.txnOffsets) == 0 {
 			delete(c.groups, k.Group)
 		} else if old != nil {
 			c.groups[k.Group] = groupWithOffsets(newGroup(k.Group, c.clock.Now()), old)
@@ -201,11 +222,13 @@ func (c *Coordinator) replayGroupMetadata(r Record) error {
 	return nil
 }
 
-// groupWithOffsets carries the offsets loaded so far for a group whose
-// metadata record is replaced.
+// groupWithOffsets carries the offsets (committed and pending
+// transactional) loaded so far for a group whose metadata record is
+// replaced.
 func groupWithOffsets(g, old *group) *group {
 	if old != nil {
 		g.offsets = old.offsets
+		g.txnOffsets = old.txnOffsets
 	}
 	return g
 }
