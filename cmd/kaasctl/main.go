@@ -6,6 +6,7 @@
 //	kaasctl topics [list] --data ./kaas-data
 //	kaasctl topics describe NAME --admin http://127.0.0.1:9644
 //	kaasctl groups [list | describe GROUP] --bootstrap 127.0.0.1:9092
+//	kaasctl transactions [list | describe TXN_ID | producers TOPIC] --bootstrap 127.0.0.1:9092
 package main
 
 import (
@@ -39,11 +40,20 @@ Commands:
   groups [list]      consumer groups: coordinator, state, protocol type, members (needs --bootstrap)
   groups describe G  one group's members and assignments, and each partition's committed
                      offset, log end offset and lag (needs --bootstrap)
+  transactions [list]
+                     transactional IDs: coordinator, producer ID and epoch, state, timeout,
+                     start, duration, partitions (needs --bootstrap)
+  transactions describe TXN_ID
+                     one transactional ID's state, producer ID and epoch, timeout, start,
+                     coordinator and partitions (needs --bootstrap)
+  transactions producers TOPIC
+                     each partition's active producers: ID, epoch, last sequence and timestamp,
+                     coordinator epoch, open transaction's first offset (needs --bootstrap)
 
 Sources (one of):
   --data DIR         read the volume directly (no broker needed); --cluster-dir if not <data>/__cluster
   --admin URL        ask a running broker (e.g. http://127.0.0.1:9644)
-  --bootstrap H:P    ask a running cluster with a Kafka client (groups only; KAAS_BOOTSTRAP)
+  --bootstrap H:P    ask a running cluster with a Kafka client (groups, transactions; KAAS_BOOTSTRAP)
 
 Output: -o table (default) or -o json
 `
@@ -70,6 +80,9 @@ func run(args []string, out io.Writer) error {
 	}
 	if cmd == "groups" {
 		return groupsCmd(rest, out)
+	}
+	if cmd == "transactions" {
+		return transactionsCmd(rest, out)
 	}
 	var sub []string
 	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
