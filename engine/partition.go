@@ -33,8 +33,9 @@ type Partition struct {
 
 	// mu serialises the producer-state check with the append it guards.
 	mu            sync.Mutex
-	producers     producerState
+	producers     *producerState
 	sinceSnapshot int64 // bytes appended since the last producer snapshot
+	markerBuf     []byte
 	closed        bool
 }
 
@@ -64,6 +65,11 @@ type ProduceResult struct {
 // Append validates one batch against producer state and appends it. It does
 // not wait for durability: the caller waits with Sync (so the appends of one
 // connection keep their order while their fsyncs are shared).
+//
+// A transactional batch that would start the producer's transaction here
+// is refused with a *TxnUnverifiedError until Verified (see
+// txnpartition.go); a non-transactional one from a producer with a
+// transaction open here, with ErrInvalidTxnState.
 func (p *Partition) Append(batch []byte) (lastOffset int64, res ProduceResult, err error) {
 	h, err := partlog.ParseBatchHeader(batch)
 	if err != nil {
@@ -72,20 +78,28 @@ func (p *Partition) Append(batch []byte) (lastOffset int64, res ProduceResult, e
 	if h.IsControl() {
 		return 0, res, fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
 	}
-	if h.IsTransactional() {
-		return 0, res, fmt.Errorf("%w: transactional batches are not supported yet", ErrInvalidRecord)
+	if h.IsTransactional() && h.ProducerID < 0 {
+		return 0, res, fmt.Errorf("%w: a transactional batch needs a producer ID", ErrInvalidRecord)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return 0, res, ErrPartitionClosed
 	}
-	dup, isDup, err := p.producers.check(h)
-	if err != nil {
-		return 0, res, err
-	}
-	if isDup {
-		return dup.LastOffset, ProduceResult{BaseOffset: dup.BaseOffset, LogStartOffset: p.log.LogStartOffset()}, nil
+	ps := p.producers
+	var e *producerEntry
+	if h.ProducerID >= 0 {
+		e = ps.m[h.ProducerID]
+		dup, isDup, err := checkEntry(e, h)
+		if err != nil {
+			return 0, res, err
+		}
+		if isDup {
+			return dup.LastOffset, ProduceResult{BaseOffset: dup.BaseOffset, LogStartOffset: p.log.LogStartOffset()}, nil
+		}
+		if err := checkTxn(e, h); err != nil {
+			return 0, res, err
+		}
 	}
 	ar, err := p.log.Append(batch)
 	if err != nil {
@@ -94,24 +108,74 @@ func (p *Partition) Append(batch []byte) (lastOffset int64, res ProduceResult, e
 		}
 		return 0, res, err
 	}
-	p.producers.record(h, ar.BaseOffset, ar.LastOffset)
-	p.sinceSnapshot += int64(len(batch))
-	if ar.Rolled || p.sinceSnapshot >= snapshotEveryBytes {
-		// Snapshot at each roll and every snapshotEveryBytes, so recovery
-		// after a crash replays a bounded tail. The snapshot includes this
-		// batch; if a crash truncates the log below it, recovery takes an
-		// older one. The batch is appended either way: a failed snapshot
-		// only means a longer replay, so it is logged, not returned.
-		p.sinceSnapshot = 0
-		if err := writeSnapshot(p.fsys, p.dir, p.producers, ar.LastOffset+1); err != nil {
-			p.logger.Error(err, "producer-state snapshot failed; recovery will replay more of the log")
-		}
+	if h.ProducerID >= 0 {
+		ps.recordEntry(e, h, ar.BaseOffset, ar.LastOffset)
 	}
+	p.appendedLocked(ar, len(batch))
 	return ar.LastOffset, ProduceResult{BaseOffset: ar.BaseOffset, LogStartOffset: p.log.LogStartOffset()}, nil
 }
 
+// appendedLocked notes n bytes appended (p.mu held) and snapshots producer
+// state at each roll and every snapshotEveryBytes, so recovery after a
+// crash replays a bounded tail. The state is serialised here, under the
+// mutex (microseconds even for thousands of producers), and written by
+// the first Sync that covers it, outside the mutex: a snapshot never names
+// data the log may lose, and appends go on while it is written. A newer
+// due snapshot replaces one not written yet. A failed snapshot only means
+// a longer replay, so it is logged, not returned.
+func (p *Partition) appendedLocked(ar partlog.AppendResult, n int) {
+	p.sinceSnapshot += int64(n)
+	if !ar.Rolled && p.sinceSnapshot < snapshotEveryBytes {
+		return
+	}
+	p.sinceSnapshot = 0
+	ps := p.producers
+	ps.dropAbortedBelow(p.log.LogStartOffset())
+	s := &pendingSnapshot{offset: ar.LastOffset + 1, epoch: p.log.Epoch()}
+	s.data = ps.encodeSnapshot(s.offset, s.epoch)
+	ps.snapNext = s
+	ps.snapPending.Store(true)
+}
+
+// pendingSnapshot is producer state serialised under the mutex, to be
+// written outside it.
+type pendingSnapshot struct {
+	offset int64
+	epoch  int32
+	data   []byte
+}
+
+// writePendingSnapshot writes the due snapshot if the log is durable and
+// fence-checked below it (through synced) and no other is being written.
+func (p *Partition) writePendingSnapshot(synced int64) {
+	ps := p.producers
+	p.mu.Lock()
+	s := ps.snapNext
+	if s == nil || s.offset-1 > synced || ps.snapWriting {
+		p.mu.Unlock()
+		return
+	}
+	ps.snapNext = nil
+	ps.snapPending.Store(false)
+	ps.snapWriting = true
+	ps.snapWG.Add(1)
+	p.mu.Unlock()
+	defer ps.snapWG.Done()
+	if err := writeSnapshot(p.fsys, p.dir, s.data, s.offset, s.epoch); err != nil {
+		p.logger.Error(err, "producer-state snapshot failed; recovery will replay more of the log")
+	}
+	p.mu.Lock()
+	ps.snapWriting = false
+	p.mu.Unlock()
+}
+
+// waitSnapshot waits for a snapshot being written (tests).
+func (p *Partition) waitSnapshot() { p.producers.snapWG.Wait() }
+
 // Sync waits until offset is durable and the fence re-checked (shared with
-// concurrent produce requests: group commit).
+// concurrent produce requests: group commit). The first Sync to cover a
+// due producer-state snapshot writes it before returning (once per roll or
+// snapshotEveryBytes).
 func (p *Partition) Sync(ctx context.Context, offset int64) error {
 	err := p.log.Sync(ctx, offset)
 	if err != nil && p.log.Err() != nil && p.onFailure != nil {
@@ -119,6 +183,9 @@ func (p *Partition) Sync(ctx context.Context, offset int64) error {
 	}
 	if err == nil {
 		p.notifyWatchers()
+		if p.producers.snapPending.Load() {
+			p.writePendingSnapshot(offset)
+		}
 	}
 	return err
 }
@@ -164,17 +231,26 @@ func (p *Partition) Produce(ctx context.Context, batch []byte) (ProduceResult, e
 
 // close snapshots producer state and closes the log's handles.
 func (p *Partition) close() error {
+	ps := p.producers
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return nil
 	}
-	p.closed = true
+	p.closed = true // no append from here on
+	ps.snapNext = nil
+	ps.snapPending.Store(false)
+	p.mu.Unlock()
+	ps.snapWG.Wait() // the snapshot being written, if any
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var errs []error
 	if p.log.Err() == nil {
 		end := p.log.LogEndOffset()
 		if err := p.log.Sync(context.Background(), end-1); err == nil && end > p.log.LogStartOffset() {
-			if err := writeSnapshot(p.fsys, p.dir, p.producers, end); err != nil {
+			ps.dropAbortedBelow(p.log.LogStartOffset())
+			epoch := p.log.Epoch()
+			if err := writeSnapshot(p.fsys, p.dir, ps.encodeSnapshot(end, epoch), end, epoch); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"path"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,7 +80,7 @@ func TestProducerState(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ps := producerState{}
+			ps := newProducerState()
 			var next int64
 			for i, s := range c.steps {
 				h := header(t, s.n, s.pid, s.epoch, s.seq)
@@ -100,7 +104,7 @@ func TestProducerState(t *testing.T) {
 				ps.record(h, next, next+int64(s.n-1))
 				next += int64(s.n)
 			}
-			for pid, e := range ps {
+			for pid, e := range ps.m {
 				if len(e.Batches) > keepBatches {
 					t.Fatalf("producer %d keeps %d batches", pid, len(e.Batches))
 				}
@@ -111,7 +115,10 @@ func TestProducerState(t *testing.T) {
 
 // TestLoadProducerState rebuilds state from the newest usable snapshot plus
 // a replay of the log after it, and matches state built by recording every
-// append.
+// append. Unusable snapshots are passed over: one of the opener's own epoch
+// ahead of the log (removed), a torn one, one of a future epoch (left
+// alone), and one named in the first format (ignored, and removed by the
+// next snapshot's retention).
 func TestLoadProducerState(t *testing.T) {
 	fsys := memfs.New()
 	dir := "p/0"
@@ -123,7 +130,7 @@ func TestLoadProducerState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := producerState{}
+	want := newProducerState()
 	seqs := map[int64]int32{}
 	appendN := func(k int) {
 		for i := 0; i < k; i++ {
@@ -141,20 +148,28 @@ func TestLoadProducerState(t *testing.T) {
 	appendN(10)
 	mid := lg.LogEndOffset()
 	// A snapshot of the state at mid.
-	if err := writeSnapshot(fsys, dir, cloneState(want), mid); err != nil {
+	if err := writeSnapshot(fsys, dir, want.encodeSnapshot(mid, 1), mid, 1); err != nil {
 		t.Fatal(err)
 	}
 	appendN(11)
 	if err := lg.Sync(t.Context(), lg.LogEndOffset()); err != nil {
 		t.Fatal(err)
 	}
-	// Unusable snapshots: ahead of the log end (a truncated tail), and torn.
-	ahead := lg.LogEndOffset() + 100
-	if err := writeSnapshot(fsys, dir, producerState{}, ahead); err != nil {
+	end := lg.LogEndOffset()
+	ahead := end + 100
+	if err := writeSnapshot(fsys, dir, newProducerState().encodeSnapshot(ahead, 1), ahead, 1); err != nil {
 		t.Fatal(err)
 	}
-	torn := lg.LogEndOffset() - 2
-	if err := volume.WriteFileAtomic(fsys, path.Join(dir, snapshotName(torn)), []byte(`{"offset":`)); err != nil {
+	torn := end - 2
+	full := newProducerState().encodeSnapshot(torn, 1)
+	if err := volume.WriteFileAtomic(fsys, path.Join(dir, snapshotName(torn, 1)), full[:len(full)-9]); err != nil {
+		t.Fatal(err)
+	}
+	if err := volume.WriteFileAtomic(fsys, path.Join(dir, snapshotName(end, 5)), newProducerState().encodeSnapshot(end, 5)); err != nil {
+		t.Fatal(err)
+	}
+	legacy := fmt.Sprintf("%020d.producers", end)
+	if err := volume.WriteFileAtomic(fsys, path.Join(dir, legacy), []byte(`{"offset":`+fmt.Sprint(end)+`,"producers":{}}`)); err != nil {
 		t.Fatal(err)
 	}
 	got, replayed, err := loadProducerState(fsys, dir, lg)
@@ -164,28 +179,123 @@ func TestLoadProducerState(t *testing.T) {
 	if replayed != 11 {
 		t.Fatalf("replayed %d batches, want the 11 after the snapshot at %d", replayed, mid)
 	}
-	if !reflect.DeepEqual(got, want) {
+	if !reflect.DeepEqual(dump(got), dump(want)) {
 		t.Fatalf("rebuilt state differs:\n got %v\nwant %v", dump(got), dump(want))
+	}
+	names := dirNames(t, fsys, dir, snapshotSuffix)
+	if slices.Contains(names, snapshotName(ahead, 1)) {
+		t.Fatalf("the own-epoch snapshot beyond the log end was not removed: %v", names)
+	}
+	if !slices.Contains(names, snapshotName(end, 5)) || !slices.Contains(names, legacy) {
+		t.Fatalf("a future epoch's snapshot and a first-format one are left alone at load: %v", names)
+	}
+	// The next snapshot's retention removes the first-format one.
+	if err := writeSnapshot(fsys, dir, got.encodeSnapshot(end, 1), end, 1); err != nil {
+		t.Fatal(err)
+	}
+	if names := dirNames(t, fsys, dir, snapshotSuffix); slices.Contains(names, legacy) {
+		t.Fatalf("first-format snapshot survived retention: %v", names)
 	}
 	if err := lg.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func cloneState(ps producerState) producerState {
-	out := producerState{}
-	for id, e := range ps {
-		c := *e
-		c.Batches = append([]batchRange(nil), e.Batches...)
-		out[id] = &c
+// dirNames lists the names in dir with the suffix.
+func dirNames(t testing.TB, fsys volume.FS, dir, suffix string) []string {
+	t.Helper()
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), suffix) {
+			out = append(out, e.Name())
+		}
 	}
 	return out
 }
 
-func dump(ps producerState) map[int64]producerEntry {
+// TestSnapshotNames: names round-trip; temp files, first-format names and
+// near misses are not snapshots.
+func TestSnapshotNames(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		ok     bool
+		off    int64
+		epoch  int32
+		legacy bool
+	}{
+		{snapshotName(0, 0), true, 0, 0, false},
+		{snapshotName(123456, 7), true, 123456, 7, false},
+		{"00000000000000000005-e01.producers", false, 0, 0, false},
+		{"5-e1.producers", false, 0, 0, false},
+		{"." + snapshotName(5, 1) + ".tmp-0123", false, 0, 0, false},
+		{"00000000000000000005.producers", false, 0, 0, true},
+		{"00000000000000000005-e1.snapshot", false, 0, 0, false},
+	} {
+		off, epoch, ok := parseSnapshotName(c.name)
+		if ok != c.ok || (ok && (off != c.off || epoch != c.epoch)) {
+			t.Errorf("parseSnapshotName(%q) = %d, %d, %v", c.name, off, epoch, ok)
+		}
+		if got := isLegacySnapshotName(c.name); got != c.legacy {
+			t.Errorf("isLegacySnapshotName(%q) = %v", c.name, got)
+		}
+	}
+}
+
+// TestSnapshotEncoding: a state with every kind of entry survives a round
+// trip, and a damaged file is refused whole.
+func TestSnapshotEncoding(t *testing.T) {
+	ps := newProducerState()
+	ps.m[1] = &producerEntry{Epoch: 3, Batches: []batchRange{{0, 4, 10, 14}, {5, 5, 20, 20}}, LastTimestamp: 1234, CoordinatorEpoch: 9, TxnFirst: 10, Verified: -1}
+	ps.m[2] = &producerEntry{Epoch: 0, Batches: []batchRange{{math.MaxInt32, 1, 30, 32}}, LastTimestamp: -1, CoordinatorEpoch: -1, TxnFirst: -1, Verified: -1}
+	ps.m[3] = &producerEntry{Epoch: 2, Batches: []batchRange{}, CoordinatorEpoch: 4, TxnFirst: -1, Verified: -1}
+	ps.m[4] = newProducerEntry(1) // a verification guard only: not persisted
+	ps.m[4].Verified = 1
+	ps.aborted = []AbortedTxn{{2, 30, 33}, {1, 5, 40}}
+	b := ps.encodeSnapshot(50, 6)
+	got, off, epoch, err := decodeSnapshot(b)
+	if err != nil || off != 50 || epoch != 6 {
+		t.Fatalf("decode: %d %d %v", off, epoch, err)
+	}
+	delete(ps.m, 4)
+	if !reflect.DeepEqual(dump(got), dump(ps)) || !reflect.DeepEqual(got.aborted, ps.aborted) {
+		t.Fatalf("round trip:\n got %v %v\nwant %v %v", dump(got), got.aborted, dump(ps), ps.aborted)
+	}
+	if got.abortMaxSpan != 35 {
+		t.Fatalf("max aborted span %d, want 35", got.abortMaxSpan)
+	}
+	for i := range b {
+		bad := bytes.Clone(b)
+		bad[i] ^= 0x40
+		if _, _, _, err := decodeSnapshot(bad); !errors.Is(err, errBadProducerSnapshot) {
+			t.Fatalf("byte %d flipped: %v", i, err)
+		}
+	}
+	if _, _, _, err := decodeSnapshot(b[:len(b)-1]); !errors.Is(err, errBadProducerSnapshot) {
+		t.Fatalf("truncated: %v", err)
+	}
+	// A snapshot naming offsets at or beyond its own is refused.
+	ps.m[1].Batches[1].LastOffset = 50
+	if _, _, _, err := decodeSnapshot(ps.encodeSnapshot(50, 6)); !errors.Is(err, errBadProducerSnapshot) {
+		t.Fatalf("batch beyond the snapshot offset: %v", err)
+	}
+}
+
+func dump(ps *producerState) map[int64]producerEntry {
 	out := map[int64]producerEntry{}
-	for id, e := range ps {
-		out[id] = *e
+	for id, e := range ps.m {
+		if !e.persisted() {
+			continue
+		}
+		c := *e
+		c.Verified = -1
+		if len(c.Batches) == 0 {
+			c.Batches = nil
+		}
+		out[id] = c
 	}
 	return out
 }
