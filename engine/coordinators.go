@@ -8,6 +8,7 @@ import (
 
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/engine/groupstore"
+	"github.com/kaas-dev/kaas/engine/txns"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
@@ -45,12 +46,14 @@ var (
 	ErrCoordinatorNotAvailable = errors.New("no coordinator is available for the group")
 )
 
-// shard is a coordinator shard this broker serves.
+// shard is a coordinator shard this broker serves: the groups and the
+// transactional IDs that hash to it, over one log.
 type shard struct {
 	index int32
 	epoch int32
 	store *groupstore.Store
 	coord *groups.Coordinator
+	txns  *txns.Coordinator
 	once  sync.Once
 }
 
@@ -58,6 +61,7 @@ func (s *shard) close() error {
 	var err error
 	s.once.Do(func() {
 		s.coord.Close()
+		s.txns.Close()
 		err = s.store.Close()
 	})
 	if errors.Is(err, partlog.ErrFenced) {
@@ -73,10 +77,30 @@ func shardKey(index int32) string { return openKey(groupsObject, index, GroupsTo
 // serving lease lapsed), ErrCoordinatorLoading while this broker takes it
 // over.
 func (e *Engine) GroupCoordinator(group string) (*groups.Coordinator, error) {
-	i := groups.ShardOf(group)
+	s, err := e.coordinatorShard("group", group)
+	if err != nil {
+		return nil, err
+	}
+	return s.coord, nil
+}
+
+// TxnCoordinator returns the transaction coordinator of txnID's shard if
+// this broker serves it, with the errors of GroupCoordinator.
+func (e *Engine) TxnCoordinator(txnID string) (*txns.Coordinator, error) {
+	s, err := e.coordinatorShard("transactional ID", txnID)
+	if err != nil {
+		return nil, err
+	}
+	return s.txns, nil
+}
+
+// coordinatorShard returns the shard serving key (a group or a
+// transactional ID: both hash with groups.ShardOf).
+func (e *Engine) coordinatorShard(what, key string) (*shard, error) {
+	i := groups.ShardOf(key)
 	o, mine, _ := e.ownerOf(GroupsTopicID, i)
 	if !mine {
-		return nil, fmt.Errorf("%w: group %q is in shard %d, owned by broker %d", ErrNotCoordinator, group, i, o.Broker)
+		return nil, fmt.Errorf("%w: %s %q is in shard %d, owned by broker %d", ErrNotCoordinator, what, key, i, o.Broker)
 	}
 	if !e.leaseHeld() {
 		return nil, fmt.Errorf("%w: this broker has not renewed its heartbeat within %s; another broker may own shard %d by now",
@@ -88,15 +112,20 @@ func (e *Engine) GroupCoordinator(group string) (*groups.Coordinator, error) {
 	if s == nil || s.epoch != o.LeaderEpoch || s.store.Err() != nil {
 		return nil, fmt.Errorf("%w: shard %d at leader epoch %d", ErrCoordinatorLoading, i, o.LeaderEpoch)
 	}
-	return s.coord, nil
+	return s, nil
 }
 
-// GroupCoordinatorBroker returns the live broker that owns group's shard.
-func (e *Engine) GroupCoordinatorBroker(group string) (BrokerInfo, error) {
-	i := groups.ShardOf(group)
+// GroupCoordinatorBroker returns the live broker that owns the shard of
+// key: a group ID or a transactional ID.
+func (e *Engine) GroupCoordinatorBroker(key string) (BrokerInfo, error) {
+	return e.shardBroker(groups.ShardOf(key))
+}
+
+// shardBroker returns the live broker that owns shard i.
+func (e *Engine) shardBroker(i int32) (BrokerInfo, error) {
 	o, _, ok := e.ownerOf(GroupsTopicID, i)
 	if !ok || o.Broker < 0 {
-		return BrokerInfo{}, fmt.Errorf("%w: shard %d of group %q is not assigned yet", ErrCoordinatorNotAvailable, i, group)
+		return BrokerInfo{}, fmt.Errorf("%w: shard %d is not assigned yet", ErrCoordinatorNotAvailable, i)
 	}
 	for _, b := range e.Brokers() {
 		if b.ID == o.Broker && (b.Port > 0 || b.Self) { // the front end fills in its own address
@@ -121,6 +150,24 @@ func (e *Engine) GroupCoordinators() []*groups.Coordinator {
 		}
 		if o, mine, _ := e.ownerOf(GroupsTopicID, int32(i)); mine && o.LeaderEpoch == s.epoch && s.store.Err() == nil {
 			out = append(out, s.coord)
+		}
+	}
+	return out
+}
+
+// TxnCoordinators returns the transaction coordinators of every shard this
+// broker serves (ListTransactions asks each broker for its own).
+func (e *Engine) TxnCoordinators() []*txns.Coordinator {
+	e.shardMu.RLock()
+	all := e.shards
+	e.shardMu.RUnlock()
+	var out []*txns.Coordinator
+	for i, s := range all {
+		if s == nil {
+			continue
+		}
+		if o, mine, _ := e.ownerOf(GroupsTopicID, int32(i)); mine && o.LeaderEpoch == s.epoch && s.store.Err() == nil {
+			out = append(out, s.txns)
 		}
 	}
 	return out
@@ -286,12 +333,23 @@ func (e *Engine) loadShard(i, epoch int32, rec *states.Record) (*shard, error) {
 	cfg.Shard, cfg.Journal = i, store
 	cfg.Logger = e.log.WithName("groups").WithValues("shard", i)
 	coord := groups.New(cfg)
-	if err := store.Records(coord.Replay); err != nil {
+	tcfg := e.cfg.Txns
+	tcfg.Shard, tcfg.Epoch, tcfg.Journal, tcfg.IDs, tcfg.Markers = i, epoch, store, e.pids, e
+	tcfg.Logger = e.log.WithName("txns").WithValues("shard", i)
+	tc := txns.New(tcfg)
+	replay := func(r groupstore.Record) error {
+		if txns.IsRecord(r.Key) {
+			return tc.Replay(r)
+		}
+		return coord.Replay(r)
+	}
+	if err := store.Records(replay); err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("load coordinator shard %d: %w", i, err)
 	}
 	coord.Start()
-	s.store, s.coord = store, coord
+	tc.Start()
+	s.store, s.coord, s.txns = store, coord, tc
 	e.log.Info("coordinator shard loaded", "shard", i, "epoch", epoch, "snapshotOffset", stats.SnapshotOffset,
 		"snapshotRecords", stats.SnapshotRecords, "replayedRecords", stats.ReplayedRecords, "logEnd", stats.LogEnd, "took", stats.Took)
 	return s, nil

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/engine/groups"
+	"github.com/kaas-dev/kaas/engine/txns"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -83,6 +84,13 @@ type Config struct {
 	// Groups configures the group coordinators of the shards this broker
 	// owns (Shard, Journal and Logger are set per shard).
 	Groups groups.Config
+	// Txns configures the transaction coordinators of those shards (the
+	// shard, journal, producer IDs and marker writer are filled in).
+	Txns txns.Config
+	// Peers sends requests to other brokers: transaction markers to
+	// partition owners, and verifications to transaction coordinators.
+	// Nil: a single broker, or transactions across brokers fail.
+	Peers Peers
 }
 
 // Errors the front end maps to Kafka error codes.

@@ -18,9 +18,17 @@ package wire
 //   it was first written at; a sequence gap gets OUT_OF_ORDER_SEQUENCE_NUMBER.
 // * Unknown topics are auto-created when allowed; the answer is the
 //   retriable UNKNOWN_TOPIC_OR_PARTITION until they are served.
+// * Transactional batches need the request's transactional ID. The first
+//   batch of a producer's transaction at a partition is taken only once
+//   the transaction's coordinator confirms the partition is in the
+//   producer's ongoing transaction at that epoch (KIP-890 part 1), so a
+//   late batch of an ended or fenced transaction can never open a
+//   transaction nobody will end. Coordinator errors become the retriable
+//   NOT_ENOUGH_REPLICAS, as Kafka answers; a partition not in the
+//   transaction, INVALID_TXN_STATE; an old epoch, INVALID_PRODUCER_EPOCH.
 //
 // Version notes:
-// * v3: transactional ID field (transactions are not served yet)
+// * v3: transactional ID
 // * v5: LogStartOffset
 // * v8: per-partition ErrorMessage
 // * v9: flexible
@@ -32,6 +40,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kaas-dev/kaas/engine"
@@ -67,10 +76,6 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 					sp.ErrorMessage = errMessage(err)
 				}
 			}
-			if req.TransactionID != nil {
-				setErr(fmt.Errorf("%w: transactional produce is not supported yet", engine.ErrInvalidRecord))
-				continue
-			}
 			part, err := eng.Partition(rt.Topic, rp.Partition)
 			if errors.Is(err, engine.ErrUnknownTopic) {
 				if _, known := eng.Topic(rt.Topic); !known && eng.AutoCreateEnabled() {
@@ -83,7 +88,18 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 				setErr(err)
 				continue
 			}
-			last, first, err := appendBatches(part, rp.Records)
+			last, first, err := appendBatches(part, rp.Records, req.TransactionID != nil)
+			var unverified *engine.TxnUnverifiedError
+			if errors.As(err, &unverified) {
+				// The transaction's first batch here: verify, then append
+				// again. On the read path, so this connection's appends
+				// keep their order; it costs one round trip per
+				// transaction and partition.
+				if err = c.verifyTxn(*req.TransactionID, unverified, rt.Topic, rp.Partition); err == nil {
+					part.Verified(unverified.ProducerID, unverified.ProducerEpoch)
+					last, first, err = appendBatches(part, rp.Records, true)
+				}
+			}
 			if err != nil {
 				setErr(err)
 				continue
@@ -135,7 +151,7 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 // CRC are checked before the first one is appended, so a bad batch after a
 // good one cannot leave the good one written under an error answer (which
 // the client would retry, duplicating it).
-func appendBatches(part *engine.Partition, records []byte) (int64, engine.ProduceResult, error) {
+func appendBatches(part *engine.Partition, records []byte, transactional bool) (int64, engine.ProduceResult, error) {
 	var (
 		first engine.ProduceResult
 		last  int64 = -1
@@ -143,6 +159,13 @@ func appendBatches(part *engine.Partition, records []byte) (int64, engine.Produc
 	batches, err := splitBatches(records)
 	if err != nil {
 		return 0, first, err
+	}
+	if !transactional {
+		for _, b := range batches {
+			if binary.BigEndian.Uint16(b[21:23])&attrTransactional != 0 {
+				return 0, first, fmt.Errorf("%w: a transactional batch needs the produce request's transactional ID", engine.ErrInvalidRecord)
+			}
+		}
 	}
 	if len(batches) > 1 {
 		// One batch is validated by Append itself before anything is written.
@@ -166,6 +189,37 @@ func appendBatches(part *engine.Partition, records []byte) (int64, engine.Produc
 		last = max(last, l)
 	}
 	return last, first, nil
+}
+
+// attrTransactional is the transactional bit of a batch's attributes
+// (bytes 21-22 of a batch).
+const attrTransactional = 0x10
+
+// verifyTxn asks the transaction's coordinator whether topic/partition is
+// in the producer's ongoing transaction, and turns its answer into the
+// error a produce answers.
+func (c *conn) verifyTxn(txnID string, u *engine.TxnUnverifiedError, topic string, partition int32) error {
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	err := c.s.eng.VerifyTxn(ctx, txnID, u.ProducerID, u.ProducerEpoch, topic, partition)
+	if err == nil {
+		return nil
+	}
+	code := errorCode(err)
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		code = ke.Code
+	}
+	switch code {
+	case kerr.InvalidProducerEpoch.Code, kerr.ProducerFenced.Code:
+		code = kerr.InvalidProducerEpoch.Code
+	case kerr.InvalidTxnState.Code, kerr.InvalidProducerIDMapping.Code:
+		code = kerr.InvalidTxnState.Code
+	default:
+		// The coordinator is moving, loading or busy: retriable.
+		code = kerr.NotEnoughReplicas.Code
+	}
+	return &codedError{code: code, err: fmt.Errorf("verify transaction %q at %s/%d: %w", txnID, topic, partition, err)}
 }
 
 // splitBatches cuts a partition's record set into its batches by their

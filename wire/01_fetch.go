@@ -12,11 +12,16 @@ package wire
 //   it exceeds the byte limits (KIP-74), so consumers always progress.
 // * CurrentLeaderEpoch (v9+) older than ours: FENCED_LEADER_EPOCH; newer:
 //   UNKNOWN_LEADER_EPOCH (KIP-320).
+// * read_committed (isolation level 1) returns batches only below the last
+//   stable offset (the first offset of the oldest open transaction), and
+//   lists the aborted transactions whose records the answer may hold, so
+//   the client drops them; read_uncommitted gets everything up to the high
+//   watermark.
 // * Sessions (KIP-227) are not kept: every answer is a full, sessionless one
 //   (SessionID 0), which clients accept.
 //
 // Version notes:
-// * v4: isolation level, LastStableOffset (= high watermark: no transactions)
+// * v4: isolation level, LastStableOffset, AbortedTransactions
 // * v5: LogStartOffset
 // * v7: sessions
 // * v9: CurrentLeaderEpoch
@@ -133,7 +138,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchW
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-			ref, n, failed := s.fetchPartition(&sp, rt.Topic, rp, remaining, total, w)
+			ref, n, failed := s.fetchPartition(&sp, rt.Topic, rp, req.IsolationLevel == 1, remaining, total, w)
 			refs = append(refs, ref)
 			total += n
 			remaining -= n
@@ -148,7 +153,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchW
 // fetchPartition fills sp for one requested partition and returns the
 // reference to its records (empty if none), their size, and whether sp
 // carries an error. total is the record bytes of the answer so far.
-func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic string, rp kmsg.FetchRequestTopicPartition, remaining, total int, w *fetchWatch) (partlog.Ref, int, bool) {
+func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic string, rp kmsg.FetchRequestTopicPartition, committed bool, remaining, total int, w *fetchWatch) (partlog.Ref, int, bool) {
 	part, err := s.eng.Partition(topic, rp.Partition)
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
@@ -161,19 +166,37 @@ func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic stri
 		return partlog.Ref{}, 0, true
 	}
 	hw := lg.HighWatermark()
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, lg.LogStartOffset()
+	lso := part.LastStableOffset()
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, lg.LogStartOffset()
 	if rp.FetchOffset < lg.LogStartOffset() || rp.FetchOffset > hw {
 		sp.ErrorCode = kerr.OffsetOutOfRange.Code
 		return partlog.Ref{}, 0, true
 	}
+	end := hw
+	if committed {
+		end = lso
+	}
 	limit := min(int(rp.PartitionMaxBytes), remaining)
-	if rp.FetchOffset >= hw || (limit <= 0 && total > 0) {
+	if rp.FetchOffset >= end || (limit <= 0 && total > 0) {
 		return partlog.Ref{}, 0, false
 	}
 	if limit <= 0 {
 		limit = 1 // at least one whole batch
 	}
-	ref, err := lg.ReadRef(rp.FetchOffset, limit)
+	ref, err := lg.ReadRefBelow(rp.FetchOffset, limit, end)
+	if err == nil && committed && ref.Len > 0 {
+		// Aborted transactions overlapping what is read: from the fetch
+		// offset to the end of the answer, bounded by the last stable
+		// offset (a few more than needed are harmless: clients use an
+		// entry only once they reach its first offset).
+		aborted := part.AbortedTransactions(rp.FetchOffset, end, nil)
+		sp.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(aborted))
+		for _, a := range aborted {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+		}
+	}
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		if err == partlog.ErrOffsetOutOfRange {

@@ -3,8 +3,9 @@ package wire
 // ListOffsets: versions 1-7.
 //
 // Behavior:
-// * -1 (latest) is the high watermark, which is also the last stable offset
-//   (no transactions yet); -2 (earliest) the log start offset; -3 (v7, max
+// * -1 (latest) is the high watermark, or for read_committed (isolation
+//   level 1) the last stable offset: the first offset of the oldest open
+//   transaction; -2 (earliest) the log start offset; -3 (v7, max
 //   timestamp) the batch holding the largest timestamp.
 // * A timestamp finds the first batch whose max timestamp is at or after
 //   it, answered with the batch's base offset: kaas indexes time per batch,
@@ -48,6 +49,9 @@ func handleListOffsets(c *conn, kreq kmsg.Request, r *reply) {
 			switch rp.Timestamp {
 			case -1:
 				sp.Offset = lg.HighWatermark()
+				if req.IsolationLevel == 1 {
+					sp.Offset = part.LastStableOffset()
+				}
 			case -2:
 				sp.Offset = lg.LogStartOffset()
 			case -3:

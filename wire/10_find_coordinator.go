@@ -11,8 +11,8 @@ package wire
 // * No broker owns the shard yet (start-up, or its owner died and the
 //   controller has not reassigned it): COORDINATOR_NOT_AVAILABLE, which
 //   clients retry.
-// * Transaction coordinators (key type 1) are not served yet:
-//   COORDINATOR_NOT_AVAILABLE with a message saying so.
+// * A transactional ID (key type 1) hashes to a coordinator shard like a
+//   group ID, and the shard's owner coordinates it too.
 //
 // Version notes:
 // * v1: KeyType, ErrorMessage
@@ -45,13 +45,9 @@ func handleFindCoordinator(c *conn, kreq kmsg.Request, r *reply) {
 func (c *conn) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
 	co := kmsg.NewFindCoordinatorResponseCoordinator()
 	co.Key, co.NodeID, co.Port = key, -1, -1
-	if keyType != 0 {
-		co.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		msg := "kaas does not serve transaction coordinators yet"
-		if keyType != 1 {
-			co.ErrorCode = kerr.InvalidRequest.Code
-			msg = "unknown coordinator key type"
-		}
+	if keyType != 0 && keyType != 1 {
+		co.ErrorCode = kerr.InvalidRequest.Code
+		msg := "unknown coordinator key type"
 		co.ErrorMessage = &msg
 		return co
 	}

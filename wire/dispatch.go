@@ -40,6 +40,14 @@ func init() {
 		kmsg.ListGroups:           {0, 4, handleListGroups},
 		kmsg.DeleteGroups:         {0, 2, handleDeleteGroups},
 		kmsg.OffsetDelete:         {0, 0, handleOffsetDelete},
+		kmsg.AddPartitionsToTxn:   {0, 5, handleAddPartitionsToTxn},
+		kmsg.AddOffsetsToTxn:      {0, 4, handleAddOffsetsToTxn},
+		kmsg.EndTxn:               {0, 4, handleEndTxn},
+		kmsg.WriteTxnMarkers:      {0, 1, handleWriteTxnMarkers},
+		kmsg.TxnOffsetCommit:      {0, 5, handleTxnOffsetCommit},
+		kmsg.DescribeProducers:    {0, 0, handleDescribeProducers},
+		kmsg.DescribeTransactions: {0, 0, handleDescribeTransactions},
+		kmsg.ListTransactions:     {0, 1, handleListTransactions},
 	}
 }
 

@@ -16,9 +16,15 @@ const unsupportedVersion = 35 // kerr.UnsupportedVersion.Code
 // error codes. Unknown errors are KAFKA_STORAGE_ERROR: retriable, and the
 // engine reopens a failed partition by itself.
 func errorCode(err error) int16 {
+	var (
+		ce *codedError
+		ke *kerr.Error
+	)
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &ce):
+		return ce.code
 	case errors.Is(err, engine.ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, engine.ErrNotServing), errors.Is(err, engine.ErrPartitionClosed):
@@ -41,6 +47,10 @@ func errorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, engine.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, engine.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, engine.ErrTxnCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
 	case errors.Is(err, engine.ErrInvalidRecord):
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, partlog.ErrBatchTooLarge):
@@ -55,10 +65,21 @@ func errorCode(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
+	case errors.As(err, &ke):
+		return ke.Code // another broker's answer, passed on
 	default:
 		return kerr.KafkaStorageError.Code
 	}
 }
+
+// codedError carries the Kafka code an answer needs with its cause.
+type codedError struct {
+	code int16
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
 
 // errMessage is the message to send with a code (nil when none).
 func errMessage(err error) *string {

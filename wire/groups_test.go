@@ -70,8 +70,8 @@ func startGroupBroker(t *testing.T) *testBroker {
 	return b
 }
 
-// TestFindCoordinator: every group and version gets this broker; a
-// transaction key gets COORDINATOR_NOT_AVAILABLE with a message.
+// TestFindCoordinator: every group, transactional ID and version gets
+// this broker (it owns every shard); an unknown key type is refused.
 func TestFindCoordinator(t *testing.T) {
 	b := startGroupBroker(t)
 	c := b.dial(t)
@@ -97,8 +97,14 @@ func TestFindCoordinator(t *testing.T) {
 	txn := kmsg.NewPtrFindCoordinatorRequest()
 	txn.Version, txn.CoordinatorType, txn.CoordinatorKey = 3, 1, "txn"
 	tresp := c.do(txn).(*kmsg.FindCoordinatorResponse)
-	if tresp.ErrorCode != kerr.CoordinatorNotAvailable.Code || tresp.ErrorMessage == nil {
+	if tresp.ErrorCode != 0 || tresp.Port != b.srv.port {
 		t.Errorf("transaction key: %+v", tresp)
+	}
+	bad := kmsg.NewPtrFindCoordinatorRequest()
+	bad.Version, bad.CoordinatorType, bad.CoordinatorKey = 3, 7, "x"
+	bresp := c.do(bad).(*kmsg.FindCoordinatorResponse)
+	if bresp.ErrorCode != kerr.InvalidRequest.Code || bresp.ErrorMessage == nil {
+		t.Errorf("unknown key type: %+v", bresp)
 	}
 }
 

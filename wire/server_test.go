@@ -289,7 +289,7 @@ func TestDispatchTableDocumented(t *testing.T) {
 // TestProduceInvalidBatches: each bad batch gets the error Kafka gives,
 // with a message (v8+), and nothing is appended.
 func TestProduceInvalidBatches(t *testing.T) {
-	b := startBroker(t, nil)
+	b := startGroupBroker(t) // coordinators served: a transactional batch is verified
 	b.createTopic(t, "small", 1, map[string]string{"max.message.bytes": "1024"})
 	c := b.dial(t)
 
@@ -352,13 +352,18 @@ func TestProduceInvalidBatches(t *testing.T) {
 		{"larger than max.message.bytes", func() []byte {
 			return makeBatch(batchOpts{padding: 2000})
 		}, false, kerr.MessageTooLarge.Code},
-		{"transactional batch", func() []byte {
+		{"transactional batch without a transactional id", func() []byte {
 			return makeBatch(batchOpts{pid: 5, epoch: 0, seq: 0, attrs: 0x10})
 		}, false, kerr.InvalidRecord.Code},
 		{"control batch", func() []byte {
 			return makeBatch(batchOpts{pid: 5, epoch: 0, seq: 0, attrs: 0x30})
 		}, false, kerr.InvalidRecord.Code},
-		{"transactional id", func() []byte { return makeBatch(batchOpts{}) }, true, kerr.InvalidRecord.Code},
+		{"control batch with a transactional id", func() []byte {
+			return makeBatch(batchOpts{pid: 5, epoch: 0, seq: 0, attrs: 0x30})
+		}, true, kerr.InvalidRecord.Code},
+		{"transactional batch outside any transaction", func() []byte {
+			return makeBatch(batchOpts{pid: 5, epoch: 0, seq: 0, attrs: 0x10})
+		}, true, kerr.InvalidTxnState.Code},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,6 +44,7 @@ type options struct {
 	shutdownTimeout                                                     time.Duration
 	heartbeatInterval, lease                                            time.Duration
 	groups                                                              groupOptions
+	txns                                                                txnOptions
 	volumeCheck                                                         volumeCheckOptions
 	unsafe                                                              unsafeOptions
 }
@@ -92,6 +93,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.lease, "lease", envDuration("KAAS_LEASE", cluster.DefaultLease), "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
 	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
 	o.groups.register(fs)
+	o.txns.register(fs)
 	o.volumeCheck.register(fs)
 	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail, delay or stall volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL|DELAY=D|STALL=D[:COUNT[@FIRST][:before|after]],... (see volume/faultfs/spec.go; KAAS_INJECT_FAULTS)")
 	o.unsafe.register(fs)
@@ -104,6 +106,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.heartbeatInterval <= 0 || o.lease <= o.heartbeatInterval {
 		return o, fmt.Errorf("--lease (%v) must be longer than --heartbeat-interval (%v), which must be positive", o.lease, o.heartbeatInterval)
+	}
+	if err := o.txns.validate(); err != nil {
+		return o, err
 	}
 	if err := o.groups.validate(); err != nil {
 		return o, err
@@ -183,6 +188,9 @@ func run(o options, log logr.Logger) error {
 	if advertise == "" {
 		advertise = advertisedFrom(ln.Addr().(*net.TCPAddr))
 	}
+	// Brokers reach each other for transactions (markers, verification).
+	peers := wire.NewPeers(fmt.Sprintf("kaas-broker-%d", o.id))
+	defer peers.Close()
 	eng, err := engine.New(engine.Config{
 		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
 		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
@@ -191,7 +199,7 @@ func run(o options, log logr.Logger) error {
 		HeartbeatInterval: o.heartbeatInterval, Lease: o.lease,
 		Now: now, UnsafeCompareWallClocks: negative[wallClockLease], UnsafeSkipFenceRecheck: negative[noFenceRecheck],
 		UnsafeInPlaceAssignment: negative[inPlaceAssignment], UnsafeIgnoreServingLease: negative[noServingLease],
-		Groups: o.groups.config(),
+		Groups: o.groups.config(), Txns: o.txns.config(), Peers: peers,
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -1,0 +1,87 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kaas-dev/kaas/engine"
+)
+
+// Peers sends requests to other brokers over the Kafka protocol
+// (engine.Peers): transaction markers and transaction verifications. One
+// franz-go client per broker, which keeps its connection and negotiates
+// versions; requests go straight to that broker's address, never routed.
+type Peers struct {
+	clientID string
+
+	mu      sync.Mutex
+	clients map[int32]peerClient
+	closed  bool
+}
+
+type peerClient struct {
+	addr string
+	cl   *kgo.Client
+}
+
+// NewPeers returns a Peers whose connections name clientID.
+func NewPeers(clientID string) *Peers {
+	return &Peers{clientID: clientID, clients: map[int32]peerClient{}}
+}
+
+// Request sends req to broker to and returns its response.
+func (p *Peers) Request(ctx context.Context, to engine.BrokerInfo, req kmsg.Request) (kmsg.Response, error) {
+	cl, err := p.client(to)
+	if err != nil {
+		return nil, err
+	}
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("peer client for broker %d has no broker", to.ID)
+	}
+	return seeds[0].Request(ctx, req)
+}
+
+func (p *Peers) client(to engine.BrokerInfo) (*kgo.Client, error) {
+	addr := net.JoinHostPort(to.Host, strconv.Itoa(int(to.Port)))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fmt.Errorf("peer clients are closed")
+	}
+	if c, ok := p.clients[to.ID]; ok {
+		if c.addr == addr {
+			return c.cl, nil
+		}
+		c.cl.Close() // the broker came back at another address
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(addr),
+		kgo.ClientID(p.clientID),
+		kgo.DialTimeout(5*time.Second),
+		kgo.RequestTimeoutOverhead(10*time.Second),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("peer client for broker %d at %s: %w", to.ID, addr, err)
+	}
+	p.clients[to.ID] = peerClient{addr: addr, cl: cl}
+	return cl, nil
+}
+
+// Close closes every connection.
+func (p *Peers) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for id, c := range p.clients {
+		c.cl.Close()
+		delete(p.clients, id)
+	}
+}
