@@ -59,6 +59,9 @@ func FuzzDispatch(f *testing.F) {
 	for _, req := range groupSeeds() {
 		seed(req)
 	}
+	for _, req := range txnSeeds() {
+		seed(req)
+	}
 
 	b := startBroker(f, nil)
 	b.createTopic(f, "fuzz-topic", 1, nil)

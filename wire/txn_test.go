@@ -225,3 +225,53 @@ func TestTransactionalOffsetCommit(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// txnSeeds are transaction requests for the fuzzer's corpus, each answered
+// at once.
+func txnSeeds() []kmsg.Request {
+	id := "fuzz-txn"
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.Version, init.TransactionalID, init.TransactionTimeoutMillis = 5, &id, 1000
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.Version, add.TransactionalID, add.ProducerID = 3, id, 7
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "fuzz-topic", []int32{0, 5}
+	add.Topics = append(add.Topics, at)
+	verify := kmsg.NewPtrAddPartitionsToTxnRequest()
+	verify.Version = 5
+	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tx.TransactionalID, tx.VerifyOnly = id, true
+	tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	tt.Topic, tt.Partitions = "fuzz-topic", []int32{0}
+	tx.Topics = append(tx.Topics, tt)
+	verify.Transactions = append(verify.Transactions, tx)
+	offs := kmsg.NewPtrAddOffsetsToTxnRequest()
+	offs.Version, offs.TransactionalID, offs.Group = 4, id, "g"
+	end := kmsg.NewPtrEndTxnRequest()
+	end.Version, end.TransactionalID, end.Commit = 4, id, true
+	markers := kmsg.NewPtrWriteTxnMarkersRequest()
+	markers.Version = 1
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = "fuzz-topic", []int32{0, 9}
+	m.Topics = append(m.Topics, mt)
+	ot := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	ot.Topic, ot.Partitions = "__consumer_offsets", []int32{3, 99}
+	m.Topics = append(m.Topics, ot)
+	markers.Markers = append(markers.Markers, m)
+	toc := kmsg.NewPtrTxnOffsetCommitRequest()
+	toc.Version, toc.TransactionalID, toc.Group, toc.Generation = 5, id, "g", -1
+	tct := kmsg.NewTxnOffsetCommitRequestTopic()
+	tct.Topic = "fuzz-topic"
+	tct.Partitions = append(tct.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+	toc.Topics = append(toc.Topics, tct)
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dpt := kmsg.NewDescribeProducersRequestTopic()
+	dpt.Topic, dpt.Partitions = "fuzz-topic", []int32{0, -1}
+	dp.Topics = append(dp.Topics, dpt)
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{id, ""}
+	lt := kmsg.NewPtrListTransactionsRequest()
+	lt.Version, lt.StateFilters, lt.DurationFilterMillis = 1, []string{"Ongoing", "Bogus"}, 10
+	return []kmsg.Request{init, add, verify, offs, end, markers, toc, dp, dt, lt}
+}
