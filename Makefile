@@ -7,6 +7,7 @@
 #   make specs-fast     acceptance specs without Label("slow")
 #   make specs-clients  only Label("clients")
 #   make specs-chaos    only Label("chaos")
+#   make specs-txn      only Label("txn"): idempotent and transactional producers, InitProducerId, EOS copiers
 #   make specs-floor    fault-model scenarios on the contract-floor filesystem (root, /dev/fuse)
 #   make specs-gluster  bring up GlusterFS (.ci/gluster), run the multi-broker and
 #                       gluster-labelled specs with one mount per broker, tear it down
@@ -28,7 +29,7 @@ STATICCHECK_VERSION ?= v0.8.2
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-fast specs-clients specs-chaos specs-floor specs-gluster run run-cluster bench lint fmt-check vet staticcheck clean
+.PHONY: all build test unit specs specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn run run-cluster bench lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -58,6 +59,9 @@ specs-chaos:
 
 specs-floor:
 	$(SPECS) -ginkgo.label-filter=floor $(GINKGO_FLAGS)
+
+specs-txn:
+	$(SPECS) -ginkgo.label-filter=txn $(GINKGO_FLAGS)
 
 # `make specs` skips the gluster specs (no mounts named); this target gives
 # them mounts. GLUSTER_ROOT holds the bricks, state and mounts.

@@ -9,6 +9,7 @@
 //
 //	kaasbench [flags]
 //	kaasbench commits [flags]   durable OffsetCommit throughput (commits.go)
+//	kaasbench txns [flags]      transactional produce throughput (txns.go)
 //
 //	# kaas on loopback, compared with kfake and the disk kaas writes to
 //	kaasbench --brokers 127.0.0.1:9092 --kfake --disk /var/lib/kaas
@@ -361,6 +362,9 @@ func ratios(kaas, kfake *targetResult, disk *diskResult) map[string]float64 {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "commits" {
 		return runCommits(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "txns" {
+		return runTxns(ctx, args[1:], stdout, stderr)
 	}
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
