@@ -119,8 +119,15 @@ func ListTopicSpecs(fsys volume.FS, clusterDir string) ([]TopicSpec, error) {
 	return out, nil
 }
 
+// reservedTopics are Kafka's internal topics. Their state lives in the
+// coordinator shards here, and WriteTxnMarkers names a shard as a
+// partition of __consumer_offsets, so no data topic may take these names.
+// (Clients such as sarama ask Metadata for them when a coordinator is not
+// available; auto-creating them would make ordinary topics of them.)
+var reservedTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
+
 // ValidTopicName applies Kafka's rules: 1-249 characters of [a-zA-Z0-9._-],
-// not "." or "..".
+// not "." or "..", and not one of Kafka's internal topics.
 func ValidTopicName(name string) error {
 	if name == "" {
 		return errors.New("topic name is empty")
@@ -130,6 +137,9 @@ func ValidTopicName(name string) error {
 	}
 	if name == "." || name == ".." {
 		return fmt.Errorf("topic name %q is not allowed", name)
+	}
+	if reservedTopics[name] {
+		return fmt.Errorf("%s is Kafka's internal topic: kaas keeps that state in its coordinator shards, and the name stays reserved for them", name)
 	}
 	for _, c := range name {
 		ok := c == '.' || c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')

@@ -131,12 +131,16 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 	changedMembers := !reflect.DeepEqual(e.live, live) || e.controller != st.Controller
 	e.live, e.controller = live, st.Controller
 	// Keep the latest heartbeat of each broker (a stale listing may omit
-	// one this round; its last one still describes it).
+	// one this round; its last one still describes it). A change in what
+	// another broker holds open changes topic views too (a partition now
+	// served there): waiters such as CreateTopics look again.
+	openChanged := false
 	for id, hb := range byID {
+		openChanged = openChanged || !slices.Equal(e.heartbeats[id].Open, hb.Open)
 		e.heartbeats[id] = hb
 	}
 	e.clMu.Unlock()
-	if changedMembers {
+	if changedMembers || openChanged {
 		e.broadcast()
 	}
 

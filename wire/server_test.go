@@ -559,6 +559,8 @@ func TestMetadataTopics(t *testing.T) {
 		{"dot", ".", true, kerr.InvalidTopicException.Code},
 		{"too long", strings.Repeat("a", 250), true, kerr.InvalidTopicException.Code},
 		{"unknown without auto-create", "never-created", false, kerr.UnknownTopicOrPartition.Code},
+		{"Kafka's internal offsets topic is not auto-created", "__consumer_offsets", true, kerr.InvalidTopicException.Code},
+		{"Kafka's internal transaction topic is not auto-created", "__transaction_state", true, kerr.InvalidTopicException.Code},
 		{"auto-created", "auto", true, 0},
 	}
 	for _, tc := range tests {
@@ -655,6 +657,7 @@ func TestCreateDeleteTopics(t *testing.T) {
 			{"bad config value", "cfg", 1, map[string]string{"retention.ms": "soon"}, kerr.InvalidConfig.Code},
 			{"unsupported config value", "cfg", 1, map[string]string{"cleanup.policy": "compact"}, kerr.InvalidConfig.Code},
 			{"invalid name", "a b", 1, nil, kerr.InvalidTopicException.Code},
+			{"reserved name", "__transaction_state", 1, nil, kerr.InvalidTopicException.Code},
 			{"zero partitions", "cfg", 0, nil, kerr.InvalidPartitions.Code},
 		}
 		for _, tc := range tests {
