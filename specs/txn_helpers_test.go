@@ -62,17 +62,10 @@ func txnBrokerByID(bs []*Broker, id int32) *Broker {
 	return nil
 }
 
-// txnAdmin returns a kadm client seeded with every broker of bs whose
-// CreateTopics asks the broker to wait at most a second for the new
-// partitions to be served (CreateTopic then waits for them in the
-// metadata). On several brokers kaas answers CreateTopics only when its
-// WaitServing is woken by an unrelated routing change, about 10 s later:
-// a heartbeat whose Open list changed does not wake it.
+// txnAdmin returns a kadm client seeded with every broker of bs.
 func txnAdmin(bs []*Broker) *kadm.Client {
 	GinkgoHelper()
-	adm := kadm.NewClient(NewClient(bs[0], kgo.SeedBrokers(brokerAddrs(bs)...)))
-	adm.SetTimeoutMillis(1000)
-	return adm
+	return kadm.NewClient(NewClient(bs[0], kgo.SeedBrokers(brokerAddrs(bs)...)))
 }
 
 // startPacedLedger is startLedgerProducer at a steady pace: every every,
