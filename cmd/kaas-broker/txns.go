@@ -33,5 +33,5 @@ func (t *txnOptions) validate() error {
 }
 
 func (t *txnOptions) config() txns.Config {
-	return txns.Config{MaxTimeout: t.maxTimeout, AbortCheck: t.abortCheck, IDExpiration: t.idExpiration}
+	return txns.Config{MaxTimeout: t.maxTimeout, AbortCheck: t.abortCheck, IDExpiration: t.idExpiration, EndWait: txns.DefaultEndWait}
 }

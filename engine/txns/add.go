@@ -30,15 +30,41 @@ func (c *Coordinator) producerOf(txnID string, producerID int64, epoch int16) (*
 
 // add adds partitions and group to txnID's transaction; one code for all.
 func (c *Coordinator) add(ctx context.Context, txnID string, producerID int64, epoch int16, parts []TopicPartition, group string) int16 {
-	c.mu.Lock()
-	t, code := c.producerOf(txnID, producerID, epoch)
-	if code == 0 && !idle(t.state) && t.state != stateOngoing {
-		code = kerr.ConcurrentTransactions.Code // its end is being written
+	var giveUp <-chan struct{} // closed when EndWait has passed
+	for {
+		c.mu.Lock()
+		t, code := c.producerOf(txnID, producerID, epoch)
+		if code == 0 && !idle(t.state) && t.state != stateOngoing {
+			code = kerr.ConcurrentTransactions.Code // its end is being written
+		}
+		if code == kerr.ConcurrentTransactions.Code && c.cfg.EndWait > 0 {
+			if giveUp == nil {
+				ch := make(chan struct{})
+				timer := c.cfg.Clock.AfterFunc(c.cfg.EndWait, func() { close(ch) })
+				defer timer.Stop()
+				giveUp = ch
+			}
+			settled := c.settled
+			c.mu.Unlock()
+			select {
+			case <-settled:
+				continue // look again
+			case <-giveUp:
+			case <-ctx.Done():
+			case <-c.ctx.Done():
+			}
+			return code
+		}
+		if code != 0 {
+			c.mu.Unlock()
+			return code
+		}
+		return c.addLocked(ctx, t, parts, group)
 	}
-	if code != 0 {
-		c.mu.Unlock()
-		return code
-	}
+}
+
+// addLocked adds to t's transaction; c.mu is held and released.
+func (c *Coordinator) addLocked(ctx context.Context, t *txn, parts []TopicPartition, group string) int16 {
 	next, changed := t.withAdded(parts, group, c.nowMs())
 	if !changed {
 		c.mu.Unlock()

@@ -51,8 +51,11 @@ type Coordinator struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
 
-	mu         sync.Mutex
-	txns       map[string]*txn
+	mu   sync.Mutex
+	txns map[string]*txn
+	// settled is closed (and replaced) whenever changes settle: callers
+	// waiting for a transaction's end look again.
+	settled    chan struct{}
 	started    bool
 	closed     bool
 	checkTimer groups.Timer
@@ -74,11 +77,12 @@ func New(cfg Config) *Coordinator {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator{
-		cfg:    cfg,
-		log:    cfg.Logger.WithValues("shard", cfg.Shard, "epoch", cfg.Epoch),
-		ctx:    ctx,
-		cancel: cancel,
-		txns:   make(map[string]*txn),
+		cfg:     cfg,
+		log:     cfg.Logger.WithValues("shard", cfg.Shard, "epoch", cfg.Epoch),
+		ctx:     ctx,
+		cancel:  cancel,
+		txns:    make(map[string]*txn),
+		settled: make(chan struct{}),
 	}
 }
 
@@ -211,6 +215,8 @@ func (c *Coordinator) write(what string, changes ...change) <-chan error {
 // settle applies changes once durable, or drops them after err. Under the
 // lock.
 func (c *Coordinator) settle(changes []change, err error) {
+	close(c.settled)
+	c.settled = make(chan struct{})
 	for _, ch := range changes {
 		t := ch.t
 		t.pending = false

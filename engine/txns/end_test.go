@@ -3,6 +3,7 @@ package txns
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -215,5 +216,41 @@ func TestCloseDuringMarkerBackoff(t *testing.T) {
 	}
 	if got := h.logged(); got[len(got)-1] != "tx PrepareCommit 1000/0" {
 		t.Fatalf("log %q", got)
+	}
+}
+
+// With EndWait, adding to the next transaction while the previous one's
+// markers are still being written waits for its end instead of answering
+// CONCURRENT_TRANSACTIONS; past EndWait it answers CONCURRENT_TRANSACTIONS.
+func TestAddWaitsForThePreviousEnd(t *testing.T) {
+	h := newHarness(t, nil, blockMarkers, withConfig(func(c *Config) { c.EndWait = time.Second }))
+	pid, epoch := h.init("tx")
+	h.add("tx", pid, epoch, tp("t", 0))
+	if code := h.c.EndTxn(ctx, "tx", pid, epoch, true); code != 0 {
+		t.Fatalf("EndTxn: %s", codeName(code))
+	}
+	h.markers.waitCalls(1)
+	timers := h.clock.live()
+
+	// Past EndWait: CONCURRENT_TRANSACTIONS.
+	gaveUp := make(chan int16)
+	go func() { gaveUp <- h.c.AddPartitions(ctx, "tx", pid, epoch, []TopicPartition{tp("t", 1)})[0] }()
+	h.clock.waitTimers(timers + 1)
+	h.clock.Advance(time.Second)
+	if code := <-gaveUp; code != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("after EndWait: %s", codeName(code))
+	}
+
+	// Within EndWait: answered once the end completes.
+	added := make(chan int16)
+	go func() { added <- h.c.AddPartitions(ctx, "tx", pid, epoch, []TopicPartition{tp("t", 1)})[0] }()
+	h.clock.waitTimers(timers + 1)
+	close(h.markers.block)
+	if code := <-added; code != 0 {
+		t.Fatalf("after the end completed: %s", codeName(code))
+	}
+	h.settle()
+	if got := h.state("tx"); got != "Ongoing" {
+		t.Fatalf("state %s", got)
 	}
 }

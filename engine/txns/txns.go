@@ -100,6 +100,13 @@ type Config struct {
 	IDExpiration time.Duration
 	// MarkerRetry is the backoff between attempts to write markers.
 	MarkerRetry time.Duration
+	// EndWait is how long AddPartitionsToTxn and AddOffsetsToTxn wait for
+	// the previous transaction's end (markers, completion) before they
+	// answer CONCURRENT_TRANSACTIONS. Clients retry that after a backoff
+	// (tens of milliseconds), far longer than an end usually takes, so a
+	// short wait here makes back-to-back transactions much faster. Zero
+	// answers at once, as Kafka does.
+	EndWait time.Duration
 }
 
 // Defaults, as Kafka's broker configs of the same meaning.
@@ -108,4 +115,6 @@ const (
 	DefaultAbortCheck   = 10 * time.Second
 	DefaultIDExpiration = 7 * 24 * time.Hour
 	DefaultMarkerRetry  = 100 * time.Millisecond
+	// DefaultEndWait is what brokers use for Config.EndWait.
+	DefaultEndWait = time.Second
 )
