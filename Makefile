@@ -22,6 +22,9 @@ GO            ?= go
 BIN           ?= bin
 SPECS_TIMEOUT ?= 60m
 GINKGO_FLAGS  ?=
+# SPECS_FILTER narrows `make specs` (and so `make test`) by label, e.g.
+# SPECS_FILTER='!(cluster && !slow)' as .ci/run does (those run on GlusterFS).
+SPECS_FILTER  ?=
 RUN_ARGS      ?= --data /tmp/kaas-dev-data --listen 127.0.0.1:9092 --admin 127.0.0.1:9644 --auto-create-topics=true
 BENCH_ARGS    ?=
 STATICCHECK_VERSION ?= v0.8.2
@@ -46,7 +49,7 @@ unit:
 		$(GO) test -race -count=1 $(UNIT_PKGS); fi
 
 specs:
-	$(SPECS) $(GINKGO_FLAGS)
+	$(SPECS) $(if $(SPECS_FILTER),-ginkgo.label-filter='$(SPECS_FILTER)') $(GINKGO_FLAGS)
 
 specs-fast:
 	$(SPECS) -ginkgo.label-filter='!slow' $(GINKGO_FLAGS)
