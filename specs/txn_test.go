@@ -19,7 +19,7 @@ import (
 
 const (
 	pidRestarts         = 3 * 50 // every broker of three 50 times, round-robin, SIGKILL and SIGTERM alternately
-	pidIdempotentCalls  = 3  // concurrent idempotent callers
+	pidIdempotentCalls  = 3      // concurrent idempotent callers
 	txnCopyPartitions   = 6
 	txnCopyBatch        = 500 // records per transaction
 	txnCopyAbortEvery   = 10  // every 10th transaction is aborted on purpose
