@@ -214,7 +214,7 @@ func describeTransaction(ctx context.Context, adm *kadm.Client, id string, now t
 func describeProducers(ctx context.Context, adm *kadm.Client, topic string) ([]producerPartition, error) {
 	topics, err := adm.ListTopics(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("Metadata: %w", err)
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
 	td, ok := topics[topic]
 	if !ok {
