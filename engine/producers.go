@@ -371,7 +371,7 @@ func (ps *producerState) rebuildOngoing() {
 // state as of offset (every batch below it applied), written by the owner
 // at leader epoch epoch once the log below offset was durable and
 // fence-checked. Written atomically; at open the newest one the
-// version-conditional rule (producerSnapshotUsable) accepts is loaded and
+// version-conditional rule (partlog.CheckSnapshot) accepts is loaded and
 // the log after it replayed. Names of the first format, <offset>.producers
 // (no epoch: nothing tells a fenced owner's late write apart), are never
 // loaded: a partition that has only those replays its whole log once, and
@@ -661,48 +661,6 @@ func pruneSnapshots(fsys volume.FS, dir string, keep int64) error {
 	return nil
 }
 
-// Verdicts of producerSnapshotUsable.
-type snapshotVerdict int
-
-const (
-	snapshotOK snapshotVerdict = iota
-	// snapshotBeyondEpoch: it covers offsets its writer's epoch does not
-	// own in the recovered log. Never usable again.
-	snapshotBeyondEpoch
-	// snapshotBelowStart: the log no longer starts at or before it.
-	snapshotBelowStart
-	// snapshotFutureEpoch: written by an epoch newer than the opener's,
-	// which is then itself fenced; left alone.
-	snapshotFutureEpoch
-)
-
-// producerSnapshotUsable is the version-conditional rule, the same as the
-// group store's (engine/groupstore/snapshot.go, snapshotUsable, where the
-// long form of the argument lives): a snapshot as of offset written by
-// epoch's owner is used only if
-//
-//	logStart <= offset <= end of epoch in the recovered log
-//
-// (partlog.Log.EndOffsetForEpoch: where the next epoch starts, or for the
-// opener's own epoch the log end). A fenced owner can still write files
-// after the takeover; its late snapshot may cover records the new owner's
-// recovery sealed away and whose offsets now name other records. Comparing
-// with the log end alone would catch it only while the new owner's log is
-// shorter; the end of the writer's epoch catches it always. The epoch in
-// the name and content is the version; the epoch history the condition.
-func producerSnapshotUsable(offset int64, epoch int32, logStart int64, endOfEpoch func(int32) (int32, int64)) snapshotVerdict {
-	_, end := endOfEpoch(epoch)
-	switch {
-	case end < 0:
-		return snapshotFutureEpoch
-	case offset > end:
-		return snapshotBeyondEpoch
-	case offset < logStart:
-		return snapshotBelowStart
-	}
-	return snapshotOK
-}
-
 // loadProducerState rebuilds producer state for an opened log: the newest
 // usable snapshot, then a replay of only the batches after it (from the log
 // start without one). It reports how many batches it replayed. Snapshots
@@ -719,10 +677,10 @@ func loadProducerState(fsys volume.FS, dir string, lg *partlog.Log) (*producerSt
 	var ownStale error
 	removed := false
 	for _, f := range files {
-		switch producerSnapshotUsable(f.offset, f.epoch, logStart, lg.EndOffsetForEpoch) {
-		case snapshotOK:
+		switch partlog.CheckSnapshotAgainst(f.offset, f.epoch, logStart, lg.EndOffsetForEpoch) {
+		case partlog.SnapshotUsable:
 			usable = append(usable, f)
-		case snapshotBeyondEpoch:
+		case partlog.SnapshotBeyondEpoch:
 			err := fsys.Remove(path.Join(dir, f.name))
 			switch {
 			case err == nil:

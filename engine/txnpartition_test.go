@@ -731,41 +731,6 @@ func TestSnapshotWaitsForDurability(t *testing.T) {
 	}
 }
 
-// TestSnapshotRule is the version-conditional rule against an epoch
-// history: epoch 1 ends at 100, epoch 3 at 250, epoch 4 is the opener's
-// (its log ends at 300), and the log starts at 50.
-func TestSnapshotRule(t *testing.T) {
-	end := func(e int32) (int32, int64) {
-		switch {
-		case e < 0 || e > 4:
-			return -1, -1
-		case e == 4:
-			return 4, 300
-		case e == 3, e == 2:
-			return 3, 250
-		}
-		return e, 100
-	}
-	for _, c := range []struct {
-		offset int64
-		epoch  int32
-		want   snapshotVerdict
-	}{
-		{100, 1, snapshotOK},
-		{101, 1, snapshotBeyondEpoch}, // a zombie's late snapshot, though below the log end
-		{250, 3, snapshotOK},
-		{251, 3, snapshotBeyondEpoch},
-		{300, 4, snapshotOK},
-		{301, 4, snapshotBeyondEpoch},
-		{40, 1, snapshotBelowStart},
-		{10, 5, snapshotFutureEpoch},
-	} {
-		if got := producerSnapshotUsable(c.offset, c.epoch, 50, end); got != c.want {
-			t.Errorf("snapshot (%d, e%d): %v, want %v", c.offset, c.epoch, got, c.want)
-		}
-	}
-}
-
 // TestDropAbortedBelow: aborted transactions whose marker is below the log
 // start leave the list, and readers see the new list.
 func TestDropAbortedBelow(t *testing.T) {

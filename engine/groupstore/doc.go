@@ -27,7 +27,7 @@
 //     appends and writes snapshots named with that epoch. A fenced owner's
 //     late snapshot is not prevented (the volume has no conditional write)
 //     but rejected at load by the version-conditional rule
-//     (snapshotUsable): a snapshot is used only if its offset lies within
+//     (partlog.CheckSnapshot): a snapshot is used only if its offset lies within
 //     its writer's epoch in the recovered log.
 //   - Names as identities? A snapshot's name is checked against its header
 //     (offset, epoch, shard); the epoch in the name is a version, and the

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
 // snapshotFile is one snapshot name found in the shard directory.
@@ -52,54 +53,6 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// Verdicts of snapshotUsable.
-type snapshotVerdict int
-
-const (
-	snapshotOK snapshotVerdict = iota
-	// snapshotBeyondEpoch: the snapshot covers offsets its writer's epoch
-	// does not own in the recovered log (a fenced writer's late snapshot,
-	// or one of data lost with a torn tail). Never usable again.
-	snapshotBeyondEpoch
-	// snapshotBelowStart: the log no longer starts at or before it.
-	snapshotBelowStart
-	// snapshotFutureEpoch: written by an epoch newer than the opener's,
-	// which is then itself fenced; left alone.
-	snapshotFutureEpoch
-)
-
-// snapshotUsable is the version-conditional rule for a snapshot as of
-// offset written by epoch's owner, against the log as recovered now:
-//
-//	logStart <= offset <= end of epoch in the recovered log
-//
-// where the end of an epoch is where the next epoch starts in the log's
-// leader-epoch history (partlog.Log.EndOffsetForEpoch), and for the
-// opener's own epoch the log end. Bytes an epoch wrote beyond its end were
-// sealed away by the next owner's recovery: they are not in the log, so a
-// snapshot covering them describes records that were never acknowledged
-// and that later offsets now name differently. A zombie owner can write
-// such a snapshot after the takeover (the fence stops its acknowledgements,
-// not its file writes). Comparing the offset with the log end alone would
-// catch that only while the new owner's log is shorter; once the new owner
-// has appended past it, only the epoch's end tells the snapshot apart from
-// a valid one. This is the "version-conditional snapshot" of the seed
-// document (004), done by a check at load instead of a conditional write,
-// since the volume has no compare-and-swap: the writer's epoch in the name
-// and header is the version, the epoch history is the condition.
-func snapshotUsable(offset int64, epoch int32, logStart int64, endOfEpoch func(int32) (int32, int64)) snapshotVerdict {
-	_, end := endOfEpoch(epoch)
-	switch {
-	case end < 0:
-		return snapshotFutureEpoch
-	case offset > end:
-		return snapshotBeyondEpoch
-	case offset < logStart:
-		return snapshotBelowStart
-	}
-	return snapshotOK
-}
-
 // pendingSnapshot is a table serialised under the append lock, to be
 // written outside it.
 type pendingSnapshot struct {
@@ -118,7 +71,7 @@ func (s *Store) takeSnapshotLocked() *pendingSnapshot {
 // fence-checked, then writes it atomically and removes snapshots older than
 // the previous one. Waiting first means a snapshot never names data the log
 // may lose (a failed fsync, or a fence that stopped this owner); the check
-// at load (snapshotUsable) still guards against an owner that passed its
+// at load (partlog.CheckSnapshot) still guards against an owner that passed its
 // last fence check and then wrote late.
 func (s *Store) writeSnapshot(ctx context.Context, p *pendingSnapshot) error {
 	if p.offset > 0 {
@@ -186,10 +139,10 @@ func (s *Store) loadSnapshot() (table, int64, error) {
 	var ownStale error
 	removed := false
 	for _, f := range files {
-		switch v := snapshotUsable(f.offset, f.epoch, logStart, s.log.EndOffsetForEpoch); v {
-		case snapshotOK:
+		switch v := partlog.CheckSnapshotAgainst(f.offset, f.epoch, logStart, s.log.EndOffsetForEpoch); v {
+		case partlog.SnapshotUsable:
 			usable = append(usable, f)
-		case snapshotBeyondEpoch:
+		case partlog.SnapshotBeyondEpoch:
 			_, end := s.log.EndOffsetForEpoch(f.epoch)
 			s.logger.Info("removing a snapshot beyond its writer's epoch in the log (a fenced owner's late write)",
 				"file", f.name, "epochEnd", end)

@@ -81,38 +81,3 @@ func TestSnapshotTornOrCorrupt(t *testing.T) {
 		}
 	}
 }
-
-// TestSnapshotUsable is the version-conditional rule on its own, against
-// the epoch history [(1, 0), (2, 10), (4, 25)] with the log at epoch 4,
-// end 40, start 5.
-func TestSnapshotUsable(t *testing.T) {
-	ends := map[int32]int64{0: 0, 1: 10, 2: 25, 3: 25, 4: 40}
-	endOf := func(e int32) (int32, int64) {
-		end, ok := ends[e]
-		if !ok {
-			return -1, -1
-		}
-		return e, end
-	}
-	cases := []struct {
-		name   string
-		offset int64
-		epoch  int32
-		want   snapshotVerdict
-	}{
-		{"inside its epoch", 8, 1, snapshotOK},
-		{"at its epoch's end", 10, 1, snapshotOK},
-		{"zombie: past its epoch's end, below the log end", 12, 1, snapshotBeyondEpoch},
-		{"zombie: past the log end", 50, 1, snapshotBeyondEpoch},
-		{"epoch without data of its own", 25, 3, snapshotOK},
-		{"current epoch at the log end", 40, 4, snapshotOK},
-		{"current epoch past the log end", 41, 4, snapshotBeyondEpoch},
-		{"below log start", 4, 1, snapshotBelowStart},
-		{"future epoch", 30, 5, snapshotFutureEpoch},
-	}
-	for _, tc := range cases {
-		if got := snapshotUsable(tc.offset, tc.epoch, 5, endOf); got != tc.want {
-			t.Errorf("%s: (%d, e%d) = %d, want %d", tc.name, tc.offset, tc.epoch, got, tc.want)
-		}
-	}
-}
