@@ -87,6 +87,10 @@ type Config struct {
 	// Txns configures the transaction coordinators of those shards (the
 	// shard, journal, producer IDs and marker writer are filled in).
 	Txns txns.Config
+	// ProducerIDExpiration forgets a partition's idle producers (no
+	// transaction open) whose last write is older than this, at snapshots
+	// and opens (producer.id.expiration.ms). Zero: never.
+	ProducerIDExpiration time.Duration
 	// Peers sends requests to other brokers: transaction markers to
 	// partition owners, and verifications to transaction coordinators.
 	// Nil: a single broker, or transactions across brokers fail.
@@ -687,7 +691,11 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 	}
 	p := &Partition{Topic: spec.Name, Index: index, TopicID: spec.ID, fsys: e.fsys, dir: dir, log: lg,
 		producers: ps, onFailure: e.partitionFailed,
+		expireProducers: e.cfg.ProducerIDExpiration, now: e.cfg.Now,
 		logger: e.log.WithValues("topic", spec.Name, "partition", index)}
+	p.mu.Lock()
+	p.expireProducersLocked()
+	p.mu.Unlock()
 	e.log.V(1).Info("partition recovered", "topic", spec.Name, "partition", index, "epoch", epoch,
 		"logStart", lg.LogStartOffset(), "logEnd", lg.LogEndOffset(), "openTime", opened,
 		"producerReplayBatches", replayed, "totalTime", time.Since(start))

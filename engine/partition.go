@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -37,6 +38,18 @@ type Partition struct {
 	sinceSnapshot int64 // bytes appended since the last producer snapshot
 	markerBuf     []byte
 	closed        bool
+
+	// expireProducers forgets producers idle this long (0: never) when a
+	// snapshot is taken; now is the broker's clock.
+	expireProducers time.Duration
+	now             func() time.Time
+}
+
+// expireProducersLocked applies the producer expiration before a snapshot.
+func (p *Partition) expireProducersLocked() {
+	if p.expireProducers > 0 && p.now != nil {
+		p.producers.expire(p.now().Add(-p.expireProducers).UnixMilli())
+	}
 }
 
 // snapshotEveryBytes bounds the log a recovery replays for producer state.
@@ -131,6 +144,7 @@ func (p *Partition) appendedLocked(ar partlog.AppendResult, n int) {
 	p.sinceSnapshot = 0
 	ps := p.producers
 	ps.dropAbortedBelow(p.log.LogStartOffset())
+	p.expireProducersLocked()
 	s := &pendingSnapshot{offset: ar.LastOffset + 1, epoch: p.log.Epoch()}
 	s.data = ps.encodeSnapshot(s.offset, s.epoch)
 	ps.snapNext = s
@@ -249,6 +263,7 @@ func (p *Partition) close() error {
 		end := p.log.LogEndOffset()
 		if err := p.log.Sync(context.Background(), end-1); err == nil && end > p.log.LogStartOffset() {
 			ps.dropAbortedBelow(p.log.LogStartOffset())
+			p.expireProducersLocked()
 			epoch := p.log.Epoch()
 			if err := writeSnapshot(p.fsys, p.dir, ps.encodeSnapshot(end, epoch), end, epoch); err != nil {
 				errs = append(errs, err)

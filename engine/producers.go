@@ -298,6 +298,28 @@ func (ps *producerState) completeTxn(pid, first int64) {
 	}
 }
 
+// expire forgets the producers idle since before cutoffMs (their last
+// batch's or marker's timestamp): no transaction open or being decided
+// here, no verification pending. Kafka's producer.id.expiration.ms: without
+// it a partition keeps an entry for every producer that ever wrote to it
+// (each restart of an idempotent producer is a new ID), and snapshots and
+// takeovers grow with them. A batch of a forgotten producer is taken as
+// from a new one, as Kafka does. It returns how many were forgotten.
+func (ps *producerState) expire(cutoffMs int64) int {
+	n := 0
+	for pid, e := range ps.m {
+		if e.TxnFirst >= 0 || e.Verified >= 0 || e.LastTimestamp >= cutoffMs {
+			continue
+		}
+		if _, pending := ps.pendingMarker(pid); pending >= 0 {
+			continue
+		}
+		delete(ps.m, pid)
+		n++
+	}
+	return n
+}
+
 // pendingMarker returns the largest offset of a marker of pid whose
 // transaction is still in the ongoing queue (written, not known durable),
 // with that transaction's first offset; -1 if none.

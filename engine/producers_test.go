@@ -299,3 +299,39 @@ func dump(ps *producerState) map[int64]producerEntry {
 	}
 	return out
 }
+
+// TestExpireProducers: idle producers are forgotten; ones with a
+// transaction open, a marker not yet durable, a pending verification or a
+// recent write are kept.
+func TestExpireProducers(t *testing.T) {
+	ps := newProducerState()
+	entry := func(pid int64, ts int64) *producerEntry {
+		e := newProducerEntry(0)
+		e.Batches = append(e.Batches, batchRange{FirstSeq: 0, LastSeq: 0, BaseOffset: pid, LastOffset: pid})
+		e.LastTimestamp = ts
+		ps.m[pid] = e
+		return e
+	}
+	entry(1, 100)              // idle
+	entry(2, 5000)             // recent
+	entry(3, 100).TxnFirst = 7 // transaction open
+	entry(4, 100).Verified = 0 // verification pending
+	entry(5, 100)              // marker written, not yet durable
+	ps.ongoing = append(ps.ongoing, ongoingTxn{pid: 5, first: 3, marker: 9})
+	entry(6, 4000) // exactly at the cutoff: kept
+	if n := ps.expire(4000); n != 1 {
+		t.Fatalf("expired %d, want 1", n)
+	}
+	var left []int64
+	for pid := range ps.m {
+		left = append(left, pid)
+	}
+	slices.Sort(left)
+	if !slices.Equal(left, []int64{2, 3, 4, 5, 6}) {
+		t.Fatalf("left %v", left)
+	}
+	// A batch of the forgotten producer starts it anew, at any sequence.
+	if _, dup, err := ps.check(header(t, 1, 1, 0, 42)); err != nil || dup {
+		t.Fatalf("forgotten producer's batch: dup %v, err %v", dup, err)
+	}
+}

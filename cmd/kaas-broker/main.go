@@ -200,6 +200,7 @@ func run(o options, log logr.Logger) error {
 		Now: now, UnsafeCompareWallClocks: negative[wallClockLease], UnsafeSkipFenceRecheck: negative[noFenceRecheck],
 		UnsafeInPlaceAssignment: negative[inPlaceAssignment], UnsafeIgnoreServingLease: negative[noServingLease],
 		Groups: o.groups.config(), Txns: o.txns.config(), Peers: peers,
+		ProducerIDExpiration: o.txns.producerIDExpiration,
 	})
 	if err != nil {
 		_ = ln.Close()

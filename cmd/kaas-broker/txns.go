@@ -11,9 +11,10 @@ import (
 // txnOptions are the transaction coordinator's settings, named after
 // Kafka's broker configs of the same meaning.
 type txnOptions struct {
-	maxTimeout   time.Duration
-	abortCheck   time.Duration
-	idExpiration time.Duration
+	maxTimeout           time.Duration
+	abortCheck           time.Duration
+	idExpiration         time.Duration
+	producerIDExpiration time.Duration
 }
 
 func (t *txnOptions) register(fs *flag.FlagSet) {
@@ -23,11 +24,13 @@ func (t *txnOptions) register(fs *flag.FlagSet) {
 		"how often transactions past their timeout are looked for and aborted (transaction.abort.timed.out.transaction.cleanup.interval.ms)")
 	fs.DurationVar(&t.idExpiration, "transactional-id-expiration", envDuration("KAAS_TRANSACTIONAL_ID_EXPIRATION", txns.DefaultIDExpiration),
 		"how long a transactional ID without transactions is kept (transactional.id.expiration.ms)")
+	fs.DurationVar(&t.producerIDExpiration, "producer-id-expiration", envDuration("KAAS_PRODUCER_ID_EXPIRATION", 24*time.Hour),
+		"how long a partition remembers an idle producer's sequence numbers (producer.id.expiration.ms)")
 }
 
 func (t *txnOptions) validate() error {
-	if t.maxTimeout <= 0 || t.abortCheck <= 0 || t.idExpiration <= 0 {
-		return fmt.Errorf("--transaction-max-timeout, --transaction-abort-check-interval and --transactional-id-expiration must be positive")
+	if t.maxTimeout <= 0 || t.abortCheck <= 0 || t.idExpiration <= 0 || t.producerIDExpiration <= 0 {
+		return fmt.Errorf("--transaction-max-timeout, --transaction-abort-check-interval, --transactional-id-expiration and --producer-id-expiration must be positive")
 	}
 	return nil
 }
