@@ -275,3 +275,42 @@ func txnSeeds() []kmsg.Request {
 	lt.Version, lt.StateFilters, lt.DurationFilterMillis = 1, []string{"Ongoing", "Bogus"}, 10
 	return []kmsg.Request{init, add, verify, offs, end, markers, toc, dp, dt, lt}
 }
+
+// TestReadCommittedFetchWakesOnCommit: a read_committed long poll waiting
+// behind an open transaction is answered when the commit's marker moves
+// the last stable offset, not at the end of its wait (a minute here, past
+// the connection's read deadline), and its answer stops at the last stable
+// offset before that.
+func TestReadCommittedFetchWakesOnCommit(t *testing.T) {
+	b := startGroupBroker(t)
+	b.createTopic(t, "lso", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prod := b.client(t, kgo.TransactionalID("lso-1"), kgo.DefaultProduceTopic("lso"))
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(ctx, kgo.StringRecord("pending")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c := b.dial(t)
+	// Nothing is stable yet: an immediate read_committed fetch is empty,
+	// with the last stable offset at the open transaction.
+	now := fetchReq(12, "lso", 0, -1, 0, 0)
+	now.IsolationLevel = 1
+	p := c.fetch(now)
+	if len(p.RecordBatches) != 0 || p.LastStableOffset != 0 || p.HighWatermark != 1 {
+		t.Fatalf("open transaction: %d bytes, last stable %d, high watermark %d", len(p.RecordBatches), p.LastStableOffset, p.HighWatermark)
+	}
+	wait := fetchReq(12, "lso", 0, -1, 60_000, 1)
+	wait.IsolationLevel = 1
+	corr := c.send(wait)
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	resp := c.read(wait, corr).(*kmsg.FetchResponse)
+	got := resp.Topics[0].Partitions[0]
+	if got.LastStableOffset != 2 || len(got.RecordBatches) == 0 || got.AbortedTransactions == nil {
+		t.Fatalf("after the commit: last stable %d, %d bytes, aborted %v", got.LastStableOffset, len(got.RecordBatches), got.AbortedTransactions)
+	}
+}
