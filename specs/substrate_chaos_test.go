@@ -90,14 +90,15 @@ func startChaos(ctx context.Context, substrate string, brokerArgs ...string) *ch
 	adm := NewAdmin(c.brokers[0])
 	createTopicWithConfigs(ctx, adm, c.topic, chaosPartitions, map[string]*string{"segment.bytes": ptr("262144")})
 	brokersAgree(ctx, c.brokers, []string{c.topic}, chaosPartitions, 30*time.Second)
-	// A negative control's final read may never complete (the loss took a
-	// partition offline, which counts as caught): it gets a shorter wait.
-	final := "40s"
+	// A negative control's drain and final read may never complete (the
+	// loss took a partition offline, which counts as caught): shorter waits.
+	final, drain := "40s", "60s"
 	if c.negative {
-		final = "15s"
+		final, drain = "15s", "15s"
 	}
 	c.load = StartVerifier(c.brokers, c.topic, chaosPartitions,
-		"--producers", "4", "--rate", "2000", "--consumers", "2", "--value-size", "100", "--final-timeout", final)
+		"--producers", "4", "--rate", "2000", "--consumers", "2", "--value-size", "100",
+		"--final-timeout", final, "--drain-timeout", drain)
 	waitCtx(ctx, 2*time.Second)
 	return c
 }
