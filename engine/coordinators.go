@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
+
+	"github.com/google/uuid"
 
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/engine/groupstore"
@@ -331,6 +334,9 @@ func (e *Engine) loadShard(i, epoch int32, rec *states.Record) (*shard, error) {
 	}
 	cfg := e.cfg.Groups
 	cfg.Shard, cfg.Journal = i, store
+	if cfg.Topics == nil {
+		cfg.Topics = topicTable{e}
+	}
 	cfg.Logger = e.log.WithName("groups").WithValues("shard", i)
 	coord := groups.New(cfg)
 	tcfg := e.cfg.Txns
@@ -391,4 +397,54 @@ func (e *Engine) shardOpenList() []string {
 		}
 	}
 	return out
+}
+
+// topicTable is the coordinators' view of which incarnation of a topic is
+// live (groups.Topics): committed offsets carry the topic ID of the
+// incarnation they were made for, and one of another incarnation is not
+// served (issue 7).
+type topicTable struct{ e *Engine }
+
+// TopicID is the incarnation this broker routes: no I/O, no view built.
+func (t topicTable) TopicID(name string) ([16]byte, bool) {
+	t.e.mu.RLock()
+	tp := t.e.topics[name]
+	var id string
+	if tp != nil && !tp.spec.Deleted {
+		id = tp.spec.ID
+	}
+	t.e.mu.RUnlock()
+	return parseTopicID(id)
+}
+
+// ConfirmTopicID reads the desired state, which names the live
+// incarnation for every broker (through open(): close-to-open). A spec
+// marked deleted has no live incarnation.
+func (t topicTable) ConfirmTopicID(name string) ([16]byte, bool, error) {
+	spec, err := ReadTopicSpec(t.e.fsys, t.e.cfg.ClusterDir, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return [16]byte{}, false, nil
+	}
+	if err != nil {
+		return [16]byte{}, false, err
+	}
+	if spec.Deleted {
+		return [16]byte{}, false, nil
+	}
+	id, ok := parseTopicID(spec.ID)
+	if !ok {
+		return id, false, fmt.Errorf("topic %s: topic ID %q is not a UUID", name, spec.ID)
+	}
+	return id, true, nil
+}
+
+func parseTopicID(id string) ([16]byte, bool) {
+	if id == "" {
+		return [16]byte{}, false
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return [16]byte{}, false
+	}
+	return u, true
 }

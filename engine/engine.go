@@ -49,7 +49,11 @@ type Config struct {
 	// CheckpointInterval is how often partition logs advance their recovery
 	// checkpoint. Default 1s.
 	CheckpointInterval time.Duration
-	Workers            int
+	// RetentionCheckInterval is how often the partitions this broker
+	// serves are checked for segments that retention.ms or retention.bytes
+	// expire (log.retention.check.interval.ms; retention.go). Default 5m.
+	RetentionCheckInterval time.Duration
+	Workers                int
 
 	// Cluster membership (engine/cluster). KafkaAddr, AdminAddr and Zone
 	// are published in this broker's heartbeat.
@@ -152,6 +156,9 @@ type Engine struct {
 	// statusDirs holds the record kinds whose status directory this
 	// process has made durable (states.EnsureStatusDir).
 	statusDirs sync.Map
+	// stampOK holds, by topic name, the topic ID the controller last found
+	// its directory stamped with (reclaim.go: reclaimStale).
+	stampOK sync.Map
 	// written is the last assignment this broker wrote as controller
 	// (only the cluster loop touches it).
 	written *cluster.Assignment
@@ -196,6 +203,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.CheckpointInterval <= 0 {
 		cfg.CheckpointInterval = time.Second
 	}
+	if cfg.RetentionCheckInterval <= 0 {
+		cfg.RetentionCheckInterval = DefaultRetentionCheckInterval
+	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
 	}
@@ -209,7 +219,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg:      cfg,
 		fsys:     cfg.FS,
 		log:      cfg.Logger,
-		queue:    NewQueue(cfg.Now, 100*time.Millisecond, 30*time.Second),
+		queue:    NewQueue(cfg.Now, 100*time.Millisecond, maxRetryDelay),
 		pids:     NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
 		owner:    "broker-" + strconv.Itoa(int(cfg.BrokerID)),
 		topics:   map[string]*topic{},
@@ -253,6 +263,7 @@ func New(cfg Config) (*Engine, error) {
 		e.queue.Add(topicKey(s.Name))
 	}
 	e.queue.Add(groupsKey)
+	e.queue.Add(trashKey)
 	return e, nil
 }
 
@@ -318,6 +329,11 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.work(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.retentionLoop(ctx)
+	}()
 	ticker := time.NewTicker(e.cfg.ResyncInterval)
 	defer ticker.Stop()
 loop:
@@ -345,6 +361,7 @@ func (e *Engine) resync() {
 		return
 	}
 	e.queue.Add(groupsKey)
+	e.queue.Add(trashKey)
 	seen := map[string]bool{}
 	for _, s := range specs {
 		seen[s.Name] = true
@@ -377,6 +394,9 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 	if key == groupsKey {
 		return e.reconcileGroups(ctx)
 	}
+	if key == trashKey {
+		return e.sweepTrash(ctx)
+	}
 	name, ok := strings.CutPrefix(key, "topic/")
 	if !ok {
 		return fmt.Errorf("unknown reconcile key %q", key)
@@ -398,6 +418,14 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 	}
 	if err := e.upsertTopic(spec); err != nil {
 		return err
+	}
+	if e.isController() {
+		// The one writer of topic directories: a directory still stamped
+		// by a previous incarnation is reclaimed before any open of this
+		// one (reclaim.go), whichever broker owns the partitions.
+		if err := e.reclaimStale(ctx, spec); err != nil {
+			return err
+		}
 	}
 	// Partitions are independent (own directory, fence, record): open
 	// them side by side, so that taking over many partitions costs about
@@ -429,7 +457,13 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 		})
 	}
 	_ = g.Wait()
-	return errors.Join(errs...)
+	err = errors.Join(errs...)
+	if errors.Is(err, states.ErrStampMismatch) {
+		// Check the stamp again at the next pass (soon: the error backs
+		// off from 100ms): the controller reclaims, the others wait.
+		e.stampOK.Delete(spec.Name)
+	}
+	return err
 }
 
 // prepareTopicDir creates the topic directory (durably) before partitions
@@ -480,17 +514,28 @@ func (e *Engine) release(spec TopicSpec, index int32) error {
 func (e *Engine) upsertTopic(spec TopicSpec) error {
 	e.mu.Lock()
 	t := e.topics[spec.Name]
-	var stale []*Partition
+	var stale, served []*Partition
 	switch {
 	case t == nil:
 		e.topics[spec.Name] = &topic{spec: spec, parts: make([]*Partition, spec.Partitions)}
 	case t.spec.ID != spec.ID:
 		stale = t.parts
 		e.topics[spec.Name] = &topic{spec: spec, parts: make([]*Partition, spec.Partitions)}
+	case spec.Generation < t.spec.Generation:
+		// A spec read before a newer one was installed (a reconcile that
+		// raced an admin change here): keep the newer one.
 	default:
+		// Level-triggered: every served partition is given the spec, not
+		// only when it changed, so that a partition opened from an older
+		// spec while the change was installed converges too.
 		t.spec = spec
 		for int32(len(t.parts)) < spec.Partitions {
 			t.parts = append(t.parts, nil)
+		}
+		for _, p := range t.parts {
+			if p != nil {
+				served = append(served, p)
+			}
 		}
 	}
 	e.mu.Unlock()
@@ -498,6 +543,11 @@ func (e *Engine) upsertTopic(spec TopicSpec) error {
 	for _, p := range stale {
 		if p != nil {
 			errs = append(errs, p.close())
+		}
+	}
+	for _, p := range served {
+		if err := p.reconfigure(spec); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	e.broadcast()
@@ -558,6 +608,10 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 	}
 	key := openKey(spec.Name, index, spec.ID)
 	switch rec.State {
+	case "dir-ready":
+		// Observed, not remembered: a reclaim of another incarnation's
+		// directory may have moved it since (make-dir is idempotent).
+		rec.State = states.PartitionOpen.Initial
 	case "recovered", "serving":
 		rec.State = "stamped" // handles belong to a process; this one holds none
 	case "fenced":
@@ -602,7 +656,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 			}
 			return e.publish(opened)
 		})
-	err = states.Drive(ctx, states.PartitionOpen, rec, acts, e.save, e.cfg.Now)
+	err = stampWaitHint(states.Drive(ctx, states.PartitionOpen, rec, acts, e.save, e.cfg.Now))
 	if err != nil && opened != nil && e.servingPartition(spec.Name, spec.ID, index) != opened {
 		_ = opened.close()
 	}
@@ -674,6 +728,7 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 		SegmentBytes:           spec.configInt("segment.bytes"),
 		SegmentAge:             time.Duration(spec.configInt("segment.ms")) * time.Millisecond,
 		MaxBatchBytes:          int32(spec.configInt("max.message.bytes")),
+		LogAppendTime:          spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
 		CheckpointInterval:     e.cfg.CheckpointInterval,
 		PreviousEpochs:         previous,
 		UnsafeSkipFenceRecheck: e.cfg.UnsafeSkipFenceRecheck,

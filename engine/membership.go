@@ -228,6 +228,7 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 			ps[p].LeaderEpoch = max(ps[p].LeaderEpoch, fence+1, 1)
 		}
 	}
+	next.NoteEpochs()
 	// An owner whose log failed for good at its current epoch asks for a
 	// new one: the reopened log must start a new leader epoch.
 	for _, b := range live {

@@ -276,3 +276,83 @@ func (p *Partition) close() error {
 	p.notifyWatchers() // waiting fetches look again and find it gone
 	return errors.Join(errs...)
 }
+
+// DeleteRecordsBefore raises the partition's log start offset to offset
+// (Kafka's DeleteRecords; -1 means the high watermark) and returns the new
+// log start offset, the partition's low watermark. The log makes the new
+// start durable before it returns and then removes the segments wholly
+// below it (volume/partlog: DeleteRecordsBefore). An offset beyond the high
+// watermark gives an error wrapping partlog.ErrOffsetOutOfRange.
+//
+// Producer state is kept (as Kafka keeps it): the sequences of producers
+// whose batches are all below the new start still deduplicate their
+// retries. So that a reopen keeps them too (a snapshot below the log start
+// is not usable), a snapshot at the log end is made due (see logStartMoved).
+func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return p.log.LogStartOffset(), ErrPartitionClosed
+	}
+	before := p.log.LogStartOffset()
+	start, err := p.log.DeleteRecordsBefore(offset)
+	if err != nil {
+		if p.log.Err() != nil && p.onFailure != nil {
+			p.onFailure(p)
+		}
+		return start, err
+	}
+	if start > before {
+		p.logStartMoved(start)
+	}
+	return start, nil
+}
+
+// logStartMoved updates the producer state after the log start moved to
+// start: aborted transactions wholly below it are forgotten (no read can
+// reach them), the producers themselves are kept, and a snapshot as of the
+// log end is made due, written at once when the log is durable up to there
+// or else by the first Sync that covers it. Older snapshots are pruned by
+// that write (writeSnapshot) and by the retention pass.
+func (p *Partition) logStartMoved(start int64) {
+	ps := p.producers
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	ps.dropAbortedBelow(start)
+	p.expireProducersLocked()
+	end := p.log.LogEndOffset()
+	s := &pendingSnapshot{offset: end, epoch: p.log.Epoch()}
+	s.data = ps.encodeSnapshot(s.offset, s.epoch)
+	ps.snapNext = s
+	ps.snapPending.Store(true)
+	p.sinceSnapshot = 0
+	p.mu.Unlock()
+	if p.log.HighWatermark() >= end {
+		p.writePendingSnapshot(end - 1)
+	}
+}
+
+// limitsOf returns the log limits a topic's configs set.
+func limitsOf(spec TopicSpec) partlog.Limits {
+	return partlog.Limits{
+		SegmentBytes:  spec.configInt("segment.bytes"),
+		SegmentAge:    time.Duration(spec.configInt("segment.ms")) * time.Millisecond,
+		MaxBatchBytes: int32(spec.configInt("max.message.bytes")),
+		LogAppendTime: spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
+	}
+}
+
+// reconfigure applies the topic's segment.bytes, segment.ms,
+// max.message.bytes and message.timestamp.type to the open log: appends
+// after it see them. Nothing already written changes. Retention configs
+// need nothing here: the retention pass reads them from the spec each time.
+func (p *Partition) reconfigure(spec TopicSpec) error {
+	if err := p.log.Reconfigure(limitsOf(spec)); err != nil {
+		return fmt.Errorf("reconfigure %s/%d: %w", p.Topic, p.Index, err)
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -38,35 +39,107 @@ var TopicDelete = Definition{
 func TopicDeleteActions(fsys volume.FS, dataDir, topic, topicID string, releaseFn, forgetFn Action) Actions {
 	return Actions{
 		"release":      releaseFn,
-		"rename-aside": func(ctx context.Context) error { return renameAside(fsys, dataDir, topic, topicID) },
-		"purge": func(ctx context.Context) error {
-			trash := TrashPath(dataDir, topic, topicID)
-			if err := volume.RemoveAll(fsys, trash); err != nil {
-				return err
-			}
-			// The removal is durable only once the trash directory is
-			// synced; before that a crash brings the entry back while the
-			// record already says purged.
-			if err := fsys.SyncDir(path.Dir(trash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("sync %s: %w", path.Dir(trash), err)
-			}
-			return nil
-		},
-		"forget": forgetFn,
+		"rename-aside": func(ctx context.Context) error { return renameAside(fsys, dataDir, topic, topicID, false) },
+		"purge":        func(ctx context.Context) error { return PurgeTrash(fsys, dataDir, topic, topicID) },
+		"forget":       forgetFn,
 	}
 }
 
-func renameAside(fsys volume.FS, dataDir, topic, topicID string) error {
-	src, dst := TopicDir(dataDir, topic), TrashPath(dataDir, topic, topicID)
-	if _, err := fsys.Stat(src); errors.Is(err, fs.ErrNotExist) {
-		return nil // already moved (or never created): the end of this step holds
-	} else if err != nil {
-		return fmt.Errorf("stat %s: %w", src, err)
+// PurgeTrash removes the trash entry of one incarnation (TrashPath), and is
+// re-driven until it is really gone: on NFS a segment another host still
+// holds open leaves a hidden .nfsXXXX file that keeps its directory
+// non-empty until the handle closes, and the error then names those files.
+// An entry stamped with another topic ID is never removed (a rename-aside
+// that lost a race moved the wrong directory: it needs a human, and the
+// error says so). Absent is success.
+func PurgeTrash(fsys volume.FS, dataDir, topic, topicID string) error {
+	trash := TrashPath(dataDir, topic, topicID)
+	if st, err := readStampFile(fsys, path.Join(trash, StampFile)); err == nil && st.TopicID != topicID {
+		return fmt.Errorf("%w: trash entry %s is stamped %s, not %s: refusing to remove it", ErrStampMismatch, trash, st.TopicID, topicID)
 	}
-	// Never move another incarnation's directory: a topic recreated under
-	// this name after the rename owns what is there now.
-	if st, err := ReadStamp(fsys, dataDir, topic); err == nil && st.TopicID != topicID {
-		return nil
+	if err := volume.RemoveAll(fsys, trash); err != nil {
+		if held := heldOpen(fsys, trash); len(held) > 0 {
+			return fmt.Errorf("%w; files still held open elsewhere (NFS silly-rename, removed when the last handle closes): %s",
+				err, strings.Join(held, ", "))
+		}
+		return err
+	}
+	// The removal is durable only once the trash directory is synced;
+	// before that a crash brings the entry back while the record already
+	// says purged.
+	if err := fsys.SyncDir(path.Dir(trash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("sync %s: %w", path.Dir(trash), err)
+	}
+	return nil
+}
+
+// heldOpen lists (a few of) the .nfsXXXX files left under dir, for the
+// purge's error: the status then says why the trash is not empty yet.
+func heldOpen(fsys volume.FS, dir string) []string {
+	const most = 4
+	var out []string
+	var walk func(d string, depth int)
+	walk = func(d string, depth int) {
+		ents, err := fsys.ReadDir(d)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if len(out) >= most {
+				return
+			}
+			p := path.Join(d, e.Name())
+			switch {
+			case strings.HasPrefix(e.Name(), ".nfs"):
+				out = append(out, strings.TrimPrefix(p, dir+"/"))
+			case e.IsDir() && depth < 3:
+				walk(p, depth+1)
+			}
+		}
+	}
+	walk(dir, 0)
+	return out
+}
+
+// renameAside moves the topic directory of incarnation topicID into the
+// trash (TrashPath), one atomic rename, idempotently: a directory already
+// gone is success. It never moves another incarnation's directory: one
+// stamped with another ID is left where it is (a topic recreated under the
+// name after an earlier rename owns it). With stampedOnly (directory
+// reclaim) it moves only a directory whose stamp names topicID, so an
+// unstamped directory is adopted, never reclaimed; without it (topic
+// delete) an unstamped directory, an open interrupted before its stamp, is
+// moved too.
+//
+// The stamp is re-checked at the destination after the rename: should a
+// racing actor (a controller that lost its lease mid-step) have replaced
+// the directory between the check and the rename, the wrong directory is
+// moved back and the step fails, to be re-driven.
+func renameAside(fsys volume.FS, dataDir, topic, topicID string, stampedOnly bool) error {
+	src, dst := TopicDir(dataDir, topic), TrashPath(dataDir, topic, topicID)
+	// The stamp is read through open (close-to-open), not decided from a
+	// possibly cached stat.
+	st, err := ReadStamp(fsys, dataDir, topic)
+	switch {
+	case err == nil && st.TopicID != topicID:
+		return nil // another incarnation's: never moved
+	case err == nil:
+		// ours: move it
+	case errors.Is(err, errTornStamp):
+		if stampedOnly {
+			return nil // not provably ours: adopted by whoever stamps it
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		if stampedOnly {
+			return nil // gone already, or unstamped: adopted, never reclaimed
+		}
+		if _, err := fsys.Stat(src); errors.Is(err, fs.ErrNotExist) {
+			return nil // already moved (or never created): the end of this step holds
+		} else if err != nil {
+			return fmt.Errorf("stat %s: %w", src, err)
+		}
+	default:
+		return fmt.Errorf("read stamp of %s: %w", src, err)
 	}
 	if err := volume.MkdirAllSync(fsys, path.Dir(dst)); err != nil {
 		return fmt.Errorf("trash dir: %w", err)
@@ -75,10 +148,29 @@ func renameAside(fsys volume.FS, dataDir, topic, topicID string) error {
 		// The reply may have been lost after the rename was applied.
 		if _, serr := fsys.Stat(dst); serr == nil {
 			if _, serr := fsys.Stat(src); errors.Is(serr, fs.ErrNotExist) {
-				return syncBoth(fsys, src, dst)
+				return verifyMoved(fsys, src, dst, topicID, stampedOnly)
 			}
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // moved away between the check and the rename
+		}
 		return fmt.Errorf("rename %s aside: %w", src, err)
+	}
+	return verifyMoved(fsys, src, dst, topicID, stampedOnly)
+}
+
+// verifyMoved checks that what landed in the trash is incarnation
+// topicID's directory, moves it back if not, and makes the rename durable.
+func verifyMoved(fsys volume.FS, src, dst, topicID string, stampedOnly bool) error {
+	st, err := readStampFile(fsys, path.Join(dst, StampFile))
+	wrong := (err == nil && st.TopicID != topicID) || (stampedOnly && err != nil)
+	if wrong {
+		if rerr := fsys.Rename(dst, src); rerr != nil {
+			return fmt.Errorf("%w: moved %s (stamp %q, %v) aside by a race and could not move it back: %v",
+				ErrStampMismatch, src, st.TopicID, err, rerr)
+		}
+		_ = syncBoth(fsys, src, dst)
+		return fmt.Errorf("%w: %s changed incarnation during the rename (stamp %q, %v); moved it back", ErrStampMismatch, src, st.TopicID, err)
 	}
 	return syncBoth(fsys, src, dst)
 }
@@ -94,4 +186,4 @@ func syncBoth(fsys volume.FS, src, dst string) error {
 }
 
 // Machines lists every named machine, so that crash sweeps cover each one.
-var Machines = []Definition{PartitionOpen, TopicDelete, CoordinatorOpen}
+var Machines = []Definition{PartitionOpen, TopicDelete, CoordinatorOpen, DirectoryReclaim}

@@ -22,6 +22,14 @@ const (
 	tempAttempts = 8
 )
 
+// ErrNotReplaced is wrapped by a WriteFileAtomic error from a step before
+// the rename (creating, writing, syncing or closing the temp file, which is
+// then removed): the target still holds its previous contents (or is still
+// absent), so a caller may treat the write as not having happened. Errors
+// from the rename or the directory sync never wrap it: the rename may have
+// been applied.
+var ErrNotReplaced = errors.New("target not replaced")
+
 // tempName returns a fresh temp name for base (a base name, not a path) in
 // the format IsTempName recognises.
 func tempName(base string) (string, error) {
@@ -104,18 +112,22 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 			// random name is ours alone, so removing it is safe.
 			_ = fsys.Remove(tmp)
 		}
-		return fmt.Errorf("write %s atomically: create temp: %w", name, err)
+		return fmt.Errorf("write %s atomically: create temp: %w (%w)", name, err, ErrNotReplaced)
 	}
 
-	// fail closes (if still open) and removes the temp file, and wraps err.
-	// Cleanup errors are dropped: the caller needs the first failure, and a
-	// leftover temp is swept by IsTempName.
+	// fail closes (if still open) and removes the temp file, and wraps err
+	// (with ErrNotReplaced unless the rename was tried). Cleanup errors are
+	// dropped: the caller needs the first failure, and a leftover temp is
+	// swept by IsTempName.
 	closed := false
 	fail := func(step string, err error) error {
 		if !closed {
 			_ = f.Close()
 		}
 		_ = fsys.Remove(tmp)
+		if step != "rename" {
+			return fmt.Errorf("write %s atomically: %s %s: %w (%w)", name, step, tmp, err, ErrNotReplaced)
+		}
 		return fmt.Errorf("write %s atomically: %s %s: %w", name, step, tmp, err)
 	}
 

@@ -1,6 +1,6 @@
 package wire
 
-// Fetch: versions 4-12.
+// Fetch: versions 4-15.
 //
 // Behavior:
 // * Returns whole batches, starting with the batch that contains the fetch
@@ -19,6 +19,14 @@ package wire
 //   watermark.
 // * Sessions (KIP-227) are not kept: every answer is a full, sessionless one
 //   (SessionID 0), which clients accept.
+// * From v13 topics are named by topic ID only. An ID that is not the live
+//   incarnation of a topic (never created, or deleted, perhaps recreated
+//   under its name with a new ID) gets UNKNOWN_TOPIC_ID on each of its
+//   partitions: a partition is served only while the incarnation the
+//   request names is the one whose log this broker serves, so records of
+//   one incarnation are never answered for another. (franz-go keeps a
+//   cursor's topic ID for good: on a new ID in metadata it stops and its
+//   fetches fail UNKNOWN_TOPIC_ID until the topic is purged and re-added.)
 //
 // Version notes:
 // * v4: isolation level, LastStableOffset, AbortedTransactions
@@ -27,10 +35,19 @@ package wire
 // * v9: CurrentLeaderEpoch
 // * v11: rack id, PreferredReadReplica (always -1)
 // * v12: flexible
+// * v13: topic IDs instead of names (KIP-516)
+// * v14: OFFSET_MOVED_TO_TIERED_STORAGE (never answered: no tiers)
+// * v15: ReplicaState replaces ReplicaID (KIP-903; a follower's field:
+//   kaas has none and ignores it, as it ignored ReplicaID)
+// * v16 (NodeEndpoints and CurrentLeader hints with NOT_LEADER_OR_FOLLOWER,
+//   KIP-951) is not served yet.
 
 import (
 	"slices"
+	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -132,13 +149,27 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchW
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
 		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
+		// From v13 the topic is named by ID: the name is looked up, and
+		// each partition is checked to be of that incarnation.
+		var id string
+		known := true
+		if req.Version >= 13 {
+			st.Topic, id, known = s.topicByID(rt.TopicID)
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-			ref, n, failed := s.fetchPartition(&sp, rt.Topic, rp, req.IsolationLevel == 1, remaining, total, w)
+			if !known {
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+				refs = append(refs, partlog.Ref{})
+				anyErr = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			ref, n, failed := s.fetchPartition(&sp, st.Topic, id, rp, req.IsolationLevel == 1, remaining, total, w)
 			refs = append(refs, ref)
 			total += n
 			remaining -= n
@@ -152,9 +183,17 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchW
 
 // fetchPartition fills sp for one requested partition and returns the
 // reference to its records (empty if none), their size, and whether sp
-// carries an error. total is the record bytes of the answer so far.
-func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic string, rp kmsg.FetchRequestTopicPartition, committed bool, remaining, total int, w *fetchWatch) (partlog.Ref, int, bool) {
+// carries an error. total is the record bytes of the answer so far. A
+// non-empty topicID (v13+) is the incarnation asked for: a partition of
+// another one is UNKNOWN_TOPIC_ID.
+func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic, topicID string, rp kmsg.FetchRequestTopicPartition, committed bool, remaining, total int, w *fetchWatch) (partlog.Ref, int, bool) {
 	part, err := s.eng.Partition(topic, rp.Partition)
+	// By ID: another incarnation is served under the name now, or the
+	// name routes none (an error for a live ID keeps its own code).
+	if topicID != "" && ((err == nil && part.TopicID != topicID) || (err != nil && !s.liveTopicID(topicID))) {
+		sp.ErrorCode = kerr.UnknownTopicID.Code
+		return partlog.Ref{}, 0, true
+	}
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		return partlog.Ref{}, 0, true
@@ -217,4 +256,46 @@ func epochCheck(client, ours int32) int16 {
 	default:
 		return kerr.UnknownLeaderEpoch.Code
 	}
+}
+
+// topicNames caches topic ID → name for fetches by ID (v13+). An entry is
+// only a hint: every partition served is checked to be of the ID's
+// incarnation (fetchPartition), and an ID maps to one name for good. It is
+// shared by the servers of the process (IDs are UUIDs) and cleared when it
+// grows large (deleted topics leave entries behind).
+var topicNames struct {
+	sync.RWMutex
+	m map[[16]byte]string
+}
+
+const maxTopicNames = 1 << 16
+
+// topicByID returns the name of the live topic with this ID and the ID as
+// a string; ok false when no live topic has it.
+func (s *Server) topicByID(id [16]byte) (name, sid string, ok bool) {
+	sid = uuid.UUID(id).String()
+	topicNames.RLock()
+	name, ok = topicNames.m[id]
+	topicNames.RUnlock()
+	if ok {
+		return name, sid, true
+	}
+	v, ok := s.eng.TopicByID(sid)
+	if !ok {
+		return "", sid, false
+	}
+	topicNames.Lock()
+	if topicNames.m == nil || len(topicNames.m) >= maxTopicNames {
+		topicNames.m = make(map[[16]byte]string)
+	}
+	topicNames.m[id] = v.Spec.Name
+	topicNames.Unlock()
+	return v.Spec.Name, sid, true
+}
+
+// liveTopicID reports whether id is the live incarnation of its topic
+// (the error paths of fetches by ID).
+func (s *Server) liveTopicID(id string) bool {
+	_, ok := s.eng.TopicByID(id)
+	return ok
 }

@@ -1,6 +1,6 @@
 package wire
 
-// OffsetCommit: versions 2-8.
+// OffsetCommit: versions 2-10.
 //
 // Behavior:
 // * Routed to the group's coordinator, which appends one record per
@@ -15,10 +15,19 @@ package wire
 //   answers; the others are committed.
 // * When routing fails every partition gets the error (NOT_COORDINATOR,
 //   COORDINATOR_LOAD_IN_PROGRESS), as Kafka answers.
+// * Each commit is stored with the topic ID of the incarnation it is for,
+//   and applies to that incarnation only (engine/groups/incarnations.go).
+//   From v10 the request names topics by ID, the one the client consumed
+//   under: an ID that is not a live topic's (deleted, perhaps recreated
+//   with a new ID) gets UNKNOWN_TOPIC_ID and is not stored, so a commit
+//   made for an old incarnation never lands on the new one.
 //
 // Version notes:
 // * v2-4: RetentionTimeMillis (ignored since Kafka 2.1, here too)
 // * v6: LeaderEpoch; v7: GroupInstanceID; v8: flexible
+// * v9: KIP-848 member epochs, for groups of the new protocol only
+//   (kaas's are classic groups: the same as v8)
+// * v10: topic IDs instead of names
 // * v0-1 are gone from Kafka 4 and not served.
 
 import (
@@ -35,20 +44,37 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 		r.finish(resp)
 		return
 	}
-	known, unknown := c.splitKnownPartitions(req.Topics)
+	topics, unknownIDs := req.Topics, []kmsg.OffsetCommitRequestTopic(nil)
+	if req.Version >= 10 {
+		topics, unknownIDs = c.namedByID(req.Topics)
+	}
+	known, unknown := c.splitKnownPartitions(topics)
 	c.async(r, func() {
-		var resp *kmsg.OffsetCommitResponse
-		if len(unknown) == 0 {
-			resp = coord.OffsetCommit(c.ctx, req)
-		} else {
-			sub := *req
-			sub.Topics = known
-			resp = coord.OffsetCommit(c.ctx, &sub)
-			resp.Topics = append(resp.Topics, commitErrors(unknown, kerr.UnknownTopicOrPartition.Code)...)
-		}
+		sub := *req
+		sub.Topics = known
+		resp := coord.OffsetCommit(c.ctx, &sub)
+		resp.Topics = append(resp.Topics, commitErrors(unknown, kerr.UnknownTopicOrPartition.Code)...)
+		resp.Topics = append(resp.Topics, commitErrors(unknownIDs, kerr.UnknownTopicID.Code)...)
 		resp.Version = req.Version
 		r.finish(resp)
 	})
+}
+
+// namedByID fills in the names of topics named by ID (v10+), keeping the
+// IDs (the coordinator checks them again against the live incarnation);
+// topics whose ID is no live topic's are returned apart.
+func (c *conn) namedByID(topics []kmsg.OffsetCommitRequestTopic) (named, unknown []kmsg.OffsetCommitRequestTopic) {
+	named = make([]kmsg.OffsetCommitRequestTopic, 0, len(topics))
+	for _, t := range topics {
+		name, _, ok := c.s.topicByID(t.TopicID)
+		if !ok {
+			unknown = append(unknown, t)
+			continue
+		}
+		t.Topic = name
+		named = append(named, t)
+	}
+	return named, unknown
 }
 
 // splitKnownPartitions separates the partitions of existing topics from
@@ -90,7 +116,7 @@ func commitErrors(topics []kmsg.OffsetCommitRequestTopic, code int16) []kmsg.Off
 	out := make([]kmsg.OffsetCommitResponseTopic, 0, len(topics))
 	for _, t := range topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code

@@ -22,7 +22,6 @@ package wire
 import (
 	"context"
 	"errors"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -100,17 +99,14 @@ func handleCreateTopics(c *conn, kreq kmsg.Request, r *reply) {
 
 func topicConfigEntries(spec engine.TopicSpec) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
-	for _, name := range engine.TopicConfigNames() {
+	for _, ce := range engine.TopicConfigEntries(spec) { // sorted by name
 		e := kmsg.NewCreateTopicsResponseTopicConfig()
-		e.Name = name
-		v := spec.ConfigValue(name)
+		e.Name = ce.Name
+		v := ce.Value
 		e.Value = &v
-		e.Source = 5 // DEFAULT_CONFIG
-		if _, set := spec.Configs[name]; set {
-			e.Source = 1 // TOPIC_CONFIG
-		}
+		e.Source = int8(ce.Source) // DEFAULT_CONFIG, or DYNAMIC_TOPIC_CONFIG when set
+		e.ReadOnly, e.IsSensitive = ce.ReadOnly, ce.Sensitive
 		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

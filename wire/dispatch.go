@@ -20,7 +20,7 @@ var handlers map[kmsg.Key]handler
 func init() {
 	handlers = map[kmsg.Key]handler{
 		kmsg.Produce:              {3, 9, handleProduce},
-		kmsg.Fetch:                {4, 12, handleFetch},
+		kmsg.Fetch:                {4, 15, handleFetch},
 		kmsg.ListOffsets:          {1, 7, handleListOffsets},
 		kmsg.Metadata:             {0, 12, handleMetadata},
 		kmsg.ApiVersions:          {0, 3, handleApiVersions},
@@ -29,7 +29,7 @@ func init() {
 		kmsg.InitProducerID:       {0, 5, handleInitProducerID},
 		kmsg.OffsetForLeaderEpoch: {2, 4, handleOffsetForLeaderEpoch},
 		kmsg.DescribeCluster:      {0, 1, handleDescribeCluster},
-		kmsg.OffsetCommit:         {2, 8, handleOffsetCommit},
+		kmsg.OffsetCommit:         {2, 10, handleOffsetCommit},
 		kmsg.OffsetFetch:          {1, 8, handleOffsetFetch},
 		kmsg.FindCoordinator:      {0, 4, handleFindCoordinator},
 		kmsg.JoinGroup:            {0, 9, handleJoinGroup},
@@ -48,6 +48,13 @@ func init() {
 		kmsg.DescribeProducers:    {0, 0, handleDescribeProducers},
 		kmsg.DescribeTransactions: {0, 0, handleDescribeTransactions},
 		kmsg.ListTransactions:     {0, 1, handleListTransactions},
+
+		// Admin APIs on live topics and broker configs.
+		kmsg.DeleteRecords:           {0, 2, handleDeleteRecords},
+		kmsg.DescribeConfigs:         {1, 4, handleDescribeConfigs},
+		kmsg.AlterConfigs:            {0, 2, handleAlterConfigs},
+		kmsg.CreatePartitions:        {0, 3, handleCreatePartitions},
+		kmsg.IncrementalAlterConfigs: {0, 1, handleIncrementalAlterConfigs},
 	}
 }
 

@@ -63,6 +63,10 @@ func errorCode(err error) int16 {
 		// Another writer took over, or the partition was released: the
 		// client refreshes metadata and retries.
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, partlog.ErrNoSpace):
+		// The volume is full: retriable, and the log stays open (fetches go
+		// on); the append works again once space is freed.
+		return kerr.KafkaStorageError.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
 	case errors.As(err, &ke):

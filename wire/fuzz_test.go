@@ -62,6 +62,9 @@ func FuzzDispatch(f *testing.F) {
 	for _, req := range txnSeeds() {
 		seed(req)
 	}
+	for _, req := range adminSeeds() {
+		seed(req)
+	}
 
 	b := startBroker(f, nil)
 	b.createTopic(f, "fuzz-topic", 1, nil)

@@ -37,6 +37,7 @@ import (
 
 type options struct {
 	data, clusterDir, listen, advertise, admin, zone, logFormat, faults string
+	crashAtStep                                                         string
 	id, defaultPartitions, verbosity                                    int
 	autoCreate                                                          bool
 	maxRequestBytes                                                     int
@@ -45,6 +46,7 @@ type options struct {
 	heartbeatInterval, lease                                            time.Duration
 	groups                                                              groupOptions
 	txns                                                                txnOptions
+	retention                                                           retentionOptions
 	volumeCheck                                                         volumeCheckOptions
 	unsafe                                                              unsafeOptions
 }
@@ -94,8 +96,10 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
 	o.groups.register(fs)
 	o.txns.register(fs)
+	o.retention.register(fs)
 	o.volumeCheck.register(fs)
 	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail, delay or stall volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL|DELAY=D|STALL=D[:COUNT[@FIRST][:before|after]],... (see volume/faultfs/spec.go; KAAS_INJECT_FAULTS)")
+	fs.StringVar(&o.crashAtStep, "crash-at-step", envOr("KAAS_CRASH_AT_STEP", ""), "for tests only: exit with status 2 right after a machine step is recorded, KIND:STEP[:OBJECT] (see crashstep.go; KAAS_CRASH_AT_STEP)")
 	o.unsafe.register(fs)
 	fs.StringVar(&o.logFormat, "log-format", envOr("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
@@ -110,8 +114,16 @@ func parseFlags(args []string) (options, error) {
 	if err := o.txns.validate(); err != nil {
 		return o, err
 	}
+	if err := o.retention.validate(); err != nil {
+		return o, err
+	}
 	if err := o.groups.validate(); err != nil {
 		return o, err
+	}
+	if o.crashAtStep != "" {
+		if _, _, _, err := parseCrashAtStep(o.crashAtStep); err != nil {
+			return o, err
+		}
 	}
 	if o.defaultPartitions < 1 {
 		return o, errors.New("--default-partitions must be at least 1")
@@ -161,6 +173,12 @@ func run(o options, log logr.Logger) error {
 	if o.faults != "" {
 		log.Info("volume fault injection is on: this broker is for tests", "faults", o.faults)
 	}
+	if fsys, err = withCrashAtStep(fsys, o.crashAtStep, exitAtStep); err != nil {
+		return err
+	}
+	if o.crashAtStep != "" {
+		log.Info("crash at a machine step is on: this broker is for tests", "crashAtStep", o.crashAtStep)
+	}
 	negative, err := o.unsafe.controls()
 	if err != nil {
 		return err
@@ -200,7 +218,8 @@ func run(o options, log logr.Logger) error {
 		Now: now, UnsafeCompareWallClocks: negative[wallClockLease], UnsafeSkipFenceRecheck: negative[noFenceRecheck],
 		UnsafeInPlaceAssignment: negative[inPlaceAssignment], UnsafeIgnoreServingLease: negative[noServingLease],
 		Groups: o.groups.config(), Txns: o.txns.config(), Peers: peers,
-		ProducerIDExpiration: o.txns.producerIDExpiration,
+		ProducerIDExpiration:   o.txns.producerIDExpiration,
+		RetentionCheckInterval: o.retention.checkInterval,
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -86,6 +86,23 @@ type Assignment struct {
 	ControllerEpoch int32 `json:"controllerEpoch"`
 	// Topics maps a topic ID to its partitions' owners, by partition index.
 	Topics map[string][]PartitionOwner `json:"topics"`
+	// MaxLeaderEpoch is the highest leader epoch this assignment or any
+	// before it handed out, deleted topics' included. A new partition
+	// starts above it, so that no epoch is ever reused under a name: a
+	// topic deleted and recreated under the same name never shares a
+	// fence epoch, a manifest or a segment name with its previous
+	// incarnation, whose paused writer may still wake up and write by
+	// path into the new directory (the fence then stops it).
+	MaxLeaderEpoch int32 `json:"maxLeaderEpoch,omitempty"`
+}
+
+// NoteEpochs raises MaxLeaderEpoch to every epoch a holds.
+func (a *Assignment) NoteEpochs() {
+	for _, ps := range a.Topics {
+		for _, o := range ps {
+			a.MaxLeaderEpoch = max(a.MaxLeaderEpoch, o.LeaderEpoch)
+		}
+	}
 }
 
 // Owner returns the owner of a partition.
@@ -108,7 +125,8 @@ var ErrStaleController = errors.New("assignment from an older controller epoch")
 // epoch while its owner stays and gets the previous epoch plus one when the
 // owner changes (also to or from -1, and when the owner's incarnation in
 // live differs from the one recorded: a restart under the same ID is an
-// owner change); a new partition starts at epoch 0.
+// owner change); a new partition starts above every epoch handed out
+// before (MaxLeaderEpoch), at 0 in the first assignment.
 //
 // topics must be the complete list: a topic missing from it is released
 // and forgotten, so leaving out one that still exists would restart its
@@ -119,6 +137,13 @@ func NextAssignment(prev *Assignment, topics []Topic, live []LiveBroker, control
 		return nil, fmt.Errorf("controller epoch %d, previous assignment has %d: %w", controllerEpoch, prev.ControllerEpoch, ErrStaleController)
 	}
 	next := &Assignment{ControllerEpoch: controllerEpoch, Topics: make(map[string][]PartitionOwner, len(topics))}
+	first := int32(0) // the epoch of a partition new to the assignment
+	if prev != nil {
+		floor := *prev
+		floor.NoteEpochs()
+		first = floor.MaxLeaderEpoch + 1
+		next.MaxLeaderEpoch = floor.MaxLeaderEpoch
+	}
 	incarnation := make(map[int32]string, len(live))
 	for _, b := range live {
 		incarnation[b.ID] = b.Incarnation
@@ -137,7 +162,7 @@ func NextAssignment(prev *Assignment, topics []Topic, live []LiveBroker, control
 			inc := incarnation[owner]
 			switch {
 			case int(p) >= len(old):
-				ps[p] = PartitionOwner{Broker: owner, Incarnation: inc}
+				ps[p] = PartitionOwner{Broker: owner, LeaderEpoch: first, Incarnation: inc}
 			case old[p].Broker == owner && old[p].Incarnation == inc:
 				ps[p] = old[p]
 			default:
@@ -146,6 +171,7 @@ func NextAssignment(prev *Assignment, topics []Topic, live []LiveBroker, control
 		}
 		next.Topics[t.ID] = ps
 	}
+	next.NoteEpochs()
 	return next, nil
 }
 

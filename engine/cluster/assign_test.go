@@ -163,6 +163,20 @@ func TestAssignZones(t *testing.T) {
 	}
 }
 
+// maxEpoch is the highest epoch a holds or held (deleted topics').
+func maxEpoch(a *Assignment) int32 {
+	m := a.MaxLeaderEpoch
+	for _, ps := range a.Topics {
+		for _, o := range ps {
+			m = max(m, o.LeaderEpoch)
+		}
+	}
+	return m
+}
+
+// TestNextAssignmentEpochs also covers epochs never reused: t2 is deleted
+// at step 6 and its name comes back at step 8 as t2b (a new incarnation
+// has a new ID), whose partitions start above every epoch t2 ever had.
 func TestNextAssignmentEpochs(t *testing.T) {
 	ts := []Topic{{ID: "t1", Partitions: 64}, {ID: "t2", Partitions: 16}}
 	steps := []struct {
@@ -177,6 +191,7 @@ func TestNextAssignmentEpochs(t *testing.T) {
 		{brokers(1, 2, 3, 4), append(slices.Clone(ts), Topic{ID: "t3", Partitions: 8})},
 		{brokers(1, 2, 3, 4), []Topic{{ID: "t1", Partitions: 80}, {ID: "t3", Partitions: 8}}}, // t2 deleted, t1 grown
 		{brokers(4), []Topic{{ID: "t1", Partitions: 80}, {ID: "t3", Partitions: 8}}},
+		{brokers(4), []Topic{{ID: "t1", Partitions: 80}, {ID: "t3", Partitions: 8}, {ID: "t2b", Partitions: 16}}},
 	}
 	var prev *Assignment
 	for i, s := range steps {
@@ -207,8 +222,10 @@ func TestNextAssignmentEpochs(t *testing.T) {
 					}
 				}
 				switch {
-				case old == nil && cur.LeaderEpoch != 0:
-					t.Fatalf("step %d %s/%d: new partition at epoch %d", i, tp.ID, p, cur.LeaderEpoch)
+				case old == nil && prev == nil && cur.LeaderEpoch != 0:
+					t.Fatalf("step %d %s/%d: new partition in the first assignment at epoch %d", i, tp.ID, p, cur.LeaderEpoch)
+				case old == nil && prev != nil && cur.LeaderEpoch <= maxEpoch(prev):
+					t.Fatalf("step %d %s/%d: new partition at epoch %d, an epoch up to %d was handed out before", i, tp.ID, p, cur.LeaderEpoch, maxEpoch(prev))
 				case old != nil && old.Broker == cur.Broker && cur.LeaderEpoch != old.LeaderEpoch:
 					t.Fatalf("step %d %s/%d: same owner, epoch %d -> %d", i, tp.ID, p, old.LeaderEpoch, cur.LeaderEpoch)
 				case old != nil && old.Broker != cur.Broker && cur.LeaderEpoch != old.LeaderEpoch+1:

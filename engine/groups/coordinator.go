@@ -20,6 +20,9 @@ type Config struct {
 	Journal Journal
 	Clock   Clock
 	Logger  logr.Logger
+	// Topics tells which incarnation of a topic is live (incarnations.go);
+	// nil keeps commits without topic IDs, applying to any incarnation.
+	Topics Topics
 
 	InitialRebalanceDelay time.Duration
 	MinSessionTimeout     time.Duration

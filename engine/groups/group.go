@@ -47,6 +47,10 @@ type committedOffset struct {
 	metadata    string
 	committedAt int64 // unix millis
 	logOffset   int64 // of its record; -1 when replayed (older than any append)
+	// topicID is the incarnation of the topic the commit was made for
+	// (the one live on the coordinator's broker then); noTopicID when not
+	// known (no Config.Topics, or a record written before kaas kept it).
+	topicID [16]byte
 }
 
 // member is one member of a classic group.

@@ -37,6 +37,25 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		return resp
 	}
 	now := c.clock.Now().UnixMilli()
+	// The incarnation each topic's commits are for, looked up before the
+	// lock is taken (incarnations.go).
+	ids := make([][16]byte, len(req.Topics))
+	known := make(map[string][16]byte, len(req.Topics))
+	for i, t := range req.Topics {
+		ids[i] = c.currentTopicID(known, t.Topic)
+	}
+	// A commit naming its incarnation (v10 carries the topic ID the client
+	// consumed under) is refused unless that is the live one.
+	for i, t := range req.Topics {
+		if t.TopicID == noTopicID || c.cfg.Topics == nil {
+			continue
+		}
+		if t.TopicID != ids[i] {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].ErrorCode = kerr.UnknownTopicID.Code
+			}
+		}
+	}
 
 	c.mu.Lock()
 	g, code := c.commitTarget(req)
@@ -49,6 +68,9 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	recs := make([]Record, 0, n)
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
+			if resp.Topics[i].Partitions[j].ErrorCode != 0 {
+				continue
+			}
 			if p.Metadata != nil && len(*p.Metadata) > c.cfg.MaxMetadataBytes {
 				resp.Topics[i].Partitions[j].ErrorCode = kerr.OffsetMetadataTooLarge.Code
 				continue
@@ -56,7 +78,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 			pc := pendingCommit{
 				tp:    topicPartition{t.Topic, p.Partition},
 				topic: i, result: j,
-				value: committedOffset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, committedAt: now},
+				value: committedOffset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, committedAt: now, topicID: ids[i]},
 			}
 			if p.Metadata != nil {
 				pc.value.metadata = *p.Metadata
@@ -187,18 +209,22 @@ var emptyMetadata = ""
 // versions). Nil Topics means every committed partition. Only durable
 // commits are visible. With requireStable (v7+, KIP-447) a partition with
 // pending transactional offsets answers UNSTABLE_OFFSET_COMMIT (offset -1),
-// as Kafka; without, its committed offset.
+// as Kafka; without, its committed offset. An offset committed for another
+// incarnation of its topic than the live one is no committed offset: -1,
+// and not listed when Topics is nil (incarnations.go).
 func (c *Coordinator) OffsetFetch(req kmsg.OffsetFetchRequestGroup, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	resp := kmsg.NewOffsetFetchResponseGroup()
 	resp.Group = req.Group
+	var stamps []offsetStamp
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp
 	}
 	g := c.groups[req.Group]
 	if g == nil {
+		c.mu.Unlock()
 		return resp
 	}
 	if req.Topics == nil {
@@ -209,41 +235,99 @@ func (c *Coordinator) OffsetFetch(req kmsg.OffsetFetchRequestGroup, requireStabl
 				resp.Topics = append(resp.Topics, rt)
 			}
 			rt := &resp.Topics[len(resp.Topics)-1]
-			rt.Partitions = append(rt.Partitions, g.fetchPartition(tp, requireStable))
+			p, id := g.fetchPartition(tp, requireStable)
+			if id != noTopicID {
+				stamps = append(stamps, offsetStamp{len(resp.Topics) - 1, len(rt.Partitions), id})
+			}
+			rt.Partitions = append(rt.Partitions, p)
 		}
-		return resp
+	} else {
+		resp.Topics = make([]kmsg.OffsetFetchResponseGroupTopic, len(req.Topics))
+		for i, t := range req.Topics {
+			rt := &resp.Topics[i]
+			rt.Topic = t.Topic
+			rt.Partitions = make([]kmsg.OffsetFetchResponseGroupTopicPartition, len(t.Partitions))
+			for j, p := range t.Partitions {
+				var id [16]byte
+				rt.Partitions[j], id = g.fetchPartition(topicPartition{t.Topic, p}, requireStable)
+				if id != noTopicID {
+					stamps = append(stamps, offsetStamp{i, j, id})
+				}
+			}
+		}
 	}
-	resp.Topics = make([]kmsg.OffsetFetchResponseGroupTopic, len(req.Topics))
-	for i, t := range req.Topics {
-		rt := &resp.Topics[i]
-		rt.Topic = t.Topic
-		rt.Partitions = make([]kmsg.OffsetFetchResponseGroupTopicPartition, len(t.Partitions))
-		for j, p := range t.Partitions {
-			rt.Partitions[j] = g.fetchPartition(topicPartition{t.Topic, p}, requireStable)
-		}
+	c.mu.Unlock()
+	if len(stamps) > 0 && c.cfg.Topics != nil {
+		c.hideOtherIncarnations(&resp, stamps, req.Topics == nil)
 	}
 	return resp
 }
 
-func (g *group) fetchPartition(tp topicPartition, requireStable bool) kmsg.OffsetFetchResponseGroupTopicPartition {
+// offsetStamp is a fetched offset's place in the answer and its topic ID.
+type offsetStamp struct {
+	topic, partition int
+	id               [16]byte
+}
+
+// hideOtherIncarnations turns the offsets of resp committed for an
+// incarnation that is not the live one into "no committed offset", or,
+// in an all-partitions answer (drop), leaves them out. Called off the
+// lock: it may read the desired state on the volume.
+func (c *Coordinator) hideOtherIncarnations(resp *kmsg.OffsetFetchResponseGroup, stamps []offsetStamp, drop bool) {
+	in := c.newIncarnations()
+	var hidden map[[2]int]bool
+	for _, s := range stamps {
+		rt := &resp.Topics[s.topic]
+		if in.applies(rt.Topic, s.id) {
+			continue
+		}
+		p := &rt.Partitions[s.partition]
+		p.Offset, p.LeaderEpoch, p.Metadata = -1, -1, &emptyMetadata
+		if hidden == nil {
+			hidden = make(map[[2]int]bool)
+		}
+		hidden[[2]int{s.topic, s.partition}] = true
+	}
+	if !drop || hidden == nil {
+		return
+	}
+	topics := resp.Topics[:0]
+	for i, rt := range resp.Topics {
+		parts := rt.Partitions[:0]
+		for j, p := range rt.Partitions {
+			if !hidden[[2]int{i, j}] {
+				parts = append(parts, p)
+			}
+		}
+		rt.Partitions = parts
+		if len(parts) > 0 {
+			topics = append(topics, rt)
+		}
+	}
+	resp.Topics = topics
+}
+
+// fetchPartition answers one partition and returns the topic ID its
+// answered offset was committed for (noTopicID when none).
+func (g *group) fetchPartition(tp topicPartition, requireStable bool) (kmsg.OffsetFetchResponseGroupTopicPartition, [16]byte) {
 	p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 	p.Partition = tp.partition
 	if requireStable && g.hasTxnOffset(tp) {
 		p.Offset = -1
 		p.Metadata = &emptyMetadata
 		p.ErrorCode = kerr.UnstableOffsetCommit.Code
-		return p
+		return p, noTopicID
 	}
 	o, ok := g.offsets[tp]
 	if !ok {
 		p.Offset = -1
 		p.Metadata = &emptyMetadata
-		return p
+		return p, noTopicID
 	}
 	p.Offset, p.LeaderEpoch = o.offset, o.leaderEpoch
 	md := o.metadata
 	p.Metadata = &md
-	return p
+	return p, o.topicID
 }
 
 // OffsetDelete deletes committed offsets of partitions no live member

@@ -11,8 +11,11 @@ import (
 )
 
 // Record versions written, as Kafka's __consumer_offsets: offset commit
-// key v1 with value v3 (leader epoch, no expire timestamp), group metadata
-// key v2 with value v3 (static members).
+// key v1 with value v3 (leader epoch, no expire timestamp), or value v4
+// (flexible, tag 0 the topic ID, as Kafka 4's) when the coordinator knows
+// which incarnation of the topic the commit is for (Config.Topics), group
+// metadata key v2 with value v3 (static members). Replay reads values
+// v0–4; one without a topic ID applies to whatever incarnation is live.
 //
 // kaas adds key versions of its own, above Kafka's 0–2 (and those of
 // Kafka's next group coordinator): 1000 is a transaction record
@@ -23,6 +26,7 @@ import (
 const (
 	offsetCommitKeyVersion   = 1
 	offsetCommitValueVersion = 3
+	offsetCommitValueWithID  = 4
 	groupMetadataKeyVersion  = 2
 	groupMetadataValVersion  = 3
 	txnOffsetKeyVersion      = 1001
@@ -37,7 +41,7 @@ func offsetCommitKey(group, topic string, partition int32) []byte {
 // allocation (commits are the hot path).
 func offsetCommitRecord(group string, tp topicPartition, o committedOffset) Record {
 	keyLen := 2 + 2 + len(group) + 2 + len(tp.topic) + 4
-	buf := make([]byte, 0, keyLen+2+8+4+2+len(o.metadata)+8)
+	buf := make([]byte, 0, keyLen+2+8+4+2+len(o.metadata)+8+1+18)
 	k := kmsg.OffsetCommitKey{Version: offsetCommitKeyVersion, Group: group, Topic: tp.topic, Partition: tp.partition}
 	buf = k.AppendTo(buf)
 	v := kmsg.OffsetCommitValue{
@@ -46,6 +50,9 @@ func offsetCommitRecord(group string, tp topicPartition, o committedOffset) Reco
 		LeaderEpoch:     o.leaderEpoch,
 		Metadata:        o.metadata,
 		CommitTimestamp: o.committedAt,
+	}
+	if o.topicID != noTopicID {
+		v.Version, v.TopicID = offsetCommitValueWithID, o.topicID
 	}
 	buf = v.AppendTo(buf)
 	return Record{Key: buf[:keyLen:keyLen], Value: buf[keyLen:]}
@@ -143,7 +150,7 @@ func (c *Coordinator) replayOffsetCommit(r Record) error {
 }
 
 // decodeOffsetValue reads an offset commit value (v0–4) as a replayed
-// commit: older than any append.
+// commit: older than any append. Only v4 can carry a topic ID.
 func decodeOffsetValue(value []byte) (committedOffset, error) {
 	var v kmsg.OffsetCommitValue
 	if err := v.ReadFrom(value); err != nil {
@@ -160,6 +167,7 @@ func decodeOffsetValue(value []byte) (committedOffset, error) {
 		leaderEpoch: v.LeaderEpoch,
 		metadata:    v.Metadata,
 		committedAt: v.CommitTimestamp,
+		topicID:     v.TopicID,
 		logOffset:   -1,
 	}, nil
 }

@@ -21,6 +21,10 @@ import (
 // OffsetFetch does not show them, and with requireStable answers
 // UNSTABLE_OFFSET_COMMIT for their partitions.
 //
+// Each pending commit carries the topic ID of the incarnation live when
+// the TxnOffsetCommit arrived (incarnations.go); the commit at the
+// transaction's end keeps it.
+//
 // The transaction's end reaches the group coordinator as CompleteTxn (the
 // transaction coordinator's marker for the group). A commit writes the
 // plain offset commit records of the pending offsets and tombstones of
@@ -164,6 +168,12 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		return resp
 	}
 	now := c.clock.Now().UnixMilli()
+	// The incarnation each topic's commits are for (incarnations.go).
+	ids := make([][16]byte, len(req.Topics))
+	known := make(map[string][16]byte, len(req.Topics))
+	for i, t := range req.Topics {
+		ids[i] = c.currentTopicID(known, t.Topic)
+	}
 
 	c.mu.Lock()
 	g, code := c.txnCommitTarget(req)
@@ -183,7 +193,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 			pc := pendingCommit{
 				tp:    topicPartition{t.Topic, p.Partition},
 				topic: i, result: j,
-				value: committedOffset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, committedAt: now},
+				value: committedOffset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, committedAt: now, topicID: ids[i]},
 			}
 			if req.Version < 2 {
 				pc.value.leaderEpoch = -1

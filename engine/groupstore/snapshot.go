@@ -91,7 +91,25 @@ func (s *Store) writeSnapshot(ctx context.Context, p *pendingSnapshot) error {
 	s.logger.V(1).Info("wrote snapshot", "offset", p.offset, "bytes", len(p.data))
 	// Keep this snapshot and the one before it.
 	s.removeSnapshotsBelow(floor)
+	s.truncateBelow(floor)
 	return nil
+}
+
+// truncateBelow deletes the log's whole segments below floor, the offset of
+// the older kept snapshot: both kept snapshots cover everything before
+// them, so a load never replays from below floor. Without this a shard's
+// log grows forever (a busy group commits thousands of offsets a second).
+// Best effort: a failed deletion leaves segments the next round removes.
+func (s *Store) truncateBelow(floor int64) {
+	if floor <= s.log.LogStartOffset() {
+		return
+	}
+	start, err := s.log.DeleteRecordsBefore(floor)
+	if err != nil {
+		s.logger.V(1).Info("log truncation below the older snapshot failed", "floor", floor, "err", err.Error())
+		return
+	}
+	s.logger.V(1).Info("truncated the log below the older snapshot", "logStart", start)
 }
 
 // removeSnapshotsBelow removes snapshot files with an offset below floor,

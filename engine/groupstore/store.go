@@ -51,7 +51,8 @@ type Config struct {
 	Now                    func() time.Time
 	Logger                 logr.Logger
 	// OnFailure is called (once) when the log fails for good (an fsync
-	// error, or fenced by a newer owner).
+	// error, or fenced by a newer owner) or an Append is refused for a full
+	// volume (see Store.Err).
 	OnFailure func()
 	// MaxBatchBytes and SegmentBytes as partlog.Config; zero takes the
 	// defaults above.
@@ -105,8 +106,15 @@ type Store struct {
 	// snapSem is held by whoever writes a snapshot (one at a time, in
 	// offset order): a background write Append started, Snapshot, or
 	// Close, which so waits for the one in flight.
-	snapSem   chan struct{}
-	closing   atomic.Bool // Close began: failures are no news to the owner
+	snapSem chan struct{}
+	closing atomic.Bool // Close began: failures are no news to the owner
+	// noSpace is the first Append refused for a full volume. The log stays
+	// usable, but the coordinator above may already have changed state the
+	// refused records were to make durable, and the Journal contract says
+	// the shard is then failed and reloaded from the volume: so the store
+	// counts as failed from then on (Err), refuses further Appends, and
+	// tells OnFailure. The reload (a new epoch) succeeds once space returns.
+	noSpace   atomic.Pointer[error]
 	failOnce  sync.Once
 	closeOnce sync.Once
 	closeErr  error
@@ -198,6 +206,10 @@ func (s *Store) Append(recs []Record) (int64, func(context.Context) error, error
 		s.mu.Unlock()
 		return next, func(context.Context) error { return s.Err() }, nil
 	}
+	if s.noSpace.Load() != nil {
+		s.mu.Unlock()
+		return 0, nil, s.Err()
+	}
 	s.buf = encodeBatch(s.buf, recs, s.cfg.Now().UnixMilli())
 	res, err := s.log.Append(s.buf)
 	if err != nil {
@@ -263,16 +275,26 @@ func (s *Store) wait(ctx context.Context, last int64) error {
 }
 
 // noteFailure calls OnFailure once if the log has failed for good (err
-// itself may be only a cancelled wait) and the owner is not closing it.
-func (s *Store) noteFailure(error) {
-	if s.log.Err() == nil || s.closing.Load() {
+// itself may be only a cancelled wait) or err is a full volume, and the
+// owner is not closing it.
+func (s *Store) noteFailure(err error) {
+	if s.closing.Load() {
 		return
 	}
+	if s.log.Err() == nil {
+		if !errors.Is(err, partlog.ErrNoSpace) {
+			return
+		}
+		s.noSpace.CompareAndSwap(nil, &err)
+	}
 	s.failOnce.Do(func() {
-		if errors.Is(s.log.Err(), partlog.ErrFenced) {
+		switch err := s.Err(); {
+		case errors.Is(err, partlog.ErrFenced):
 			s.logger.Info("group store fenced by a newer owner")
-		} else {
-			s.logger.Error(s.log.Err(), "group store log failed; it must be reopened")
+		case errors.Is(err, partlog.ErrNoSpace):
+			s.logger.Error(err, "group store volume full; the shard is reloaded from the volume once space returns")
+		default:
+			s.logger.Error(err, "group store log failed; it must be reopened")
 		}
 		if s.cfg.OnFailure != nil {
 			s.cfg.OnFailure()
@@ -287,6 +309,9 @@ func (s *Store) Epoch() int32 { return s.cfg.Epoch }
 func (s *Store) Err() error {
 	if err := s.log.Err(); err != nil {
 		return fmt.Errorf("group store shard %d: %w", s.cfg.Index, err)
+	}
+	if p := s.noSpace.Load(); p != nil {
+		return fmt.Errorf("group store shard %d: failed: %w", s.cfg.Index, *p)
 	}
 	return nil
 }

@@ -48,6 +48,10 @@ type Config struct {
 	MaxBatchBytes      int32         // max.message.bytes
 	IndexIntervalBytes int32         // bytes between sparse index entries
 	CheckpointInterval time.Duration // how often a sync round also advances the manifest checkpoint
+	// LogAppendTime stamps each appended batch with the writer's clock
+	// (message.timestamp.type=LogAppendTime): Append sets the batch's
+	// timestamp type and max timestamp and recomputes its CRC.
+	LogAppendTime bool
 	// PreviousEpochs are epochs whose manifests Open reads even when the
 	// directory listing (possibly stale on a shared volume) does not show
 	// them: the epoch the fence held before a separate ClaimFence, which
@@ -154,9 +158,14 @@ type Log struct {
 	sync syncer
 
 	// refs counts live Refs (ReadRef); segment read handles are closed by
-	// Close or, while Refs are live, by the last Release. Nothing else may
-	// close a segment's rf.
+	// Close or, while Refs are live, by the last Release, except those of
+	// segments retention drops, closed by their last unpin (see refs).
 	refs refs
+
+	// retMu serialises the passes that move the log start and drop
+	// segments (EnforceRetention, DeleteRecordsBefore): only they remove
+	// segments from the front of segs. Lock order: retMu, then mu.
+	retMu sync.Mutex
 
 	closeOnce sync.Once
 	closeErr  error
@@ -238,14 +247,18 @@ func (l *Log) fail(err error) error {
 // Append validates batch, stamps its base offset and partition leader epoch
 // in place (batch is modified; neither field is covered by the CRC) and
 // writes it with one write call, rolling first if the active segment is full
-// or old. The batch is not visible to readers until a Sync covers it.
+// or old. With Config.LogAppendTime it also sets the batch's timestamp type
+// and max timestamp to the writer's clock and recomputes the CRC (also in
+// place). The batch is not visible to readers until a Sync covers it.
 //
 // Validation errors wrap ErrCorruptBatch or ErrBatchTooLarge and leave the
-// log healthy; a write or roll failure makes it fail (ErrLogFailed).
+// log healthy. A full volume (ENOSPC) on the write or on the roll's file
+// creation or manifest write leaves it healthy too: the partial write is
+// truncated away (or the half-created segment removed), nothing in memory
+// changes, and the error wraps ErrNoSpace and the cause; the append may be
+// retried once space is freed. Any other write or roll failure, and any
+// fsync failure, makes the log fail (ErrLogFailed).
 func (l *Log) Append(batch []byte) (AppendResult, error) {
-	if len(batch) > int(l.cfg.MaxBatchBytes) {
-		return AppendResult{}, fmt.Errorf("%w: %d bytes, max %d", ErrBatchTooLarge, len(batch), l.cfg.MaxBatchBytes)
-	}
 	h, err := ValidateBatch(batch)
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("append: %w", err)
@@ -259,10 +272,17 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 	if err := l.Err(); err != nil {
 		return AppendResult{}, err
 	}
+	// Under mu: Reconfigure changes the limits under it.
+	if len(batch) > int(l.cfg.MaxBatchBytes) {
+		return AppendResult{}, fmt.Errorf("%w: %d bytes, max %d", ErrBatchTooLarge, len(batch), l.cfg.MaxBatchBytes)
+	}
 	now := l.cfg.Now()
 	var res AppendResult
 	if l.shouldRollLocked(int64(len(batch)), int64(h.LastOffsetDelta), now) {
 		if err := l.rollLocked(); err != nil {
+			if errors.Is(err, ErrNoSpace) {
+				return AppendResult{}, err
+			}
 			return AppendResult{}, l.fail(err)
 		}
 		res.Rolled = true
@@ -271,6 +291,9 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 	s := l.segs[len(l.segs)-1]
 	base := l.next
 	last := base + int64(h.LastOffsetDelta)
+	if l.cfg.LogAppendTime {
+		h.Attributes, h.MaxTimestamp = stampLogAppendTime(batch, now.UnixMilli())
+	}
 	stampBatch(batch, base, l.cfg.Epoch)
 	pos := s.size
 	n, err := l.wf.WriteAt(batch, pos)
@@ -278,7 +301,11 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return AppendResult{}, l.fail(fmt.Errorf("append to %s at position %d: %w", l.wf.Name(), pos, err))
+		err = fmt.Errorf("append to %s at position %d: %w", l.wf.Name(), pos, err)
+		if isNoSpace(err) {
+			return AppendResult{}, l.undoWriteLocked(pos, err)
+		}
+		return AppendResult{}, l.fail(err)
 	}
 	s.noteBatch(pos, base, last, h.MaxTimestamp, int64(l.cfg.IndexIntervalBytes))
 	s.size += int64(len(batch))
@@ -321,6 +348,14 @@ func (l *Log) shouldRollLocked(n, lastDelta int64, now time.Time) bool {
 // segment. A crash before the manifest write leaves an unlisted empty segment
 // of the manifest's own epoch, which recovery ignores (it is re-created by
 // the next roll or Open).
+//
+// A full volume before the manifest is replaced (writing the old segment's
+// index entries, creating the new files, writing the manifest's temp file)
+// is not a failure of the log: the new segment's files are removed, the old
+// segment stays active and unsealed, and the error wraps ErrNoSpace. The old
+// segment's fsyncs and index entries stay done (the index files are
+// rewritten from the same positions by the next flush; the final time entry
+// is a valid sparse entry). A failed fsync is final, ENOSPC or not.
 func (l *Log) rollLocked() error {
 	old := l.segs[len(l.segs)-1]
 	if err := l.wf.Sync(); err != nil {
@@ -328,10 +363,16 @@ func (l *Log) rollLocked() error {
 	}
 	old.addTimeEntry() // final entry, so the time index ends at the segment max
 	if err := old.files.flush(old.offsets, old.times, true); err != nil {
+		if isRecoverableNoSpace(err) {
+			return noSpace("roll: write index entries", err)
+		}
 		return fmt.Errorf("roll: %w", err)
 	}
 	seg, wf, err := createSegment(l.fsys, l.dir, l.next, l.cfg.Epoch)
 	if err != nil {
+		if isRecoverableNoSpace(err) {
+			return noSpace("roll", err)
+		}
 		return fmt.Errorf("roll: %w", err)
 	}
 	seg.seq = old.seq + 1
@@ -355,6 +396,12 @@ func (l *Log) rollLocked() error {
 	l.manMu.Unlock()
 	if err != nil {
 		closeSegment(seg, wf)
+		if manifestUnchangedNoSpace(err) {
+			// The manifest on the volume still names the old segment as
+			// active; the new one's files are unlisted and ours to remove.
+			l.removeSegmentFiles(seg)
+			return noSpace("roll", err)
+		}
 		return fmt.Errorf("roll: %w", err)
 	}
 
@@ -405,7 +452,9 @@ type readView struct {
 }
 
 // viewAt returns the readable view of the segment holding offset (< hw),
-// loading its index if needed.
+// loading its index if needed. The segment is pinned (see refs): the caller
+// calls l.unpin(v.seg) once done with its read handle, error or not, when
+// v.seg is non-nil.
 func (l *Log) viewAt(d *durableState, offset int64) (readView, error) {
 	l.mu.Lock()
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
@@ -414,6 +463,7 @@ func (l *Log) viewAt(d *durableState, offset int64) (readView, error) {
 		return readView{}, fmt.Errorf("%w: offset %d is below the first segment", ErrOffsetOutOfRange, offset)
 	}
 	v := l.viewLocked(d, l.segs[i])
+	l.pinLocked(v.seg)
 	l.mu.Unlock()
 	return l.loadView(v)
 }
@@ -515,6 +565,9 @@ func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 		return dst, nil
 	}
 	v, err := l.viewAt(d, offset)
+	if v.seg != nil {
+		defer l.unpin(v.seg)
+	}
 	if err != nil {
 		return dst, err
 	}
@@ -573,36 +626,47 @@ func (l *Log) Scan(from int64, fn func(h BatchHeader) error) error {
 	d := l.durable.Load()
 	from = max(from, l.logStart.Load())
 	for from < d.hw {
-		v, err := l.viewAt(d, from)
-		if err != nil {
+		next, done, err := l.scanSegment(d, from, fn)
+		if err != nil || done {
 			return err
 		}
-		if v.limit == 0 {
-			return nil
-		}
-		pos, err := findBatch(v, from)
-		if err != nil {
-			return err
-		}
-		sc := newHeaderScanner(v.seg.rf, v.seg.rf.Name(), pos, v.limit)
-		for {
-			h, _, err := sc.next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				sc.release()
-				return err
-			}
-			if err := fn(h); err != nil {
-				sc.release()
-				return err
-			}
-			from = h.NextOffset()
-		}
-		sc.release()
+		from = next
 	}
 	return nil
+}
+
+// scanSegment is Scan within the segment holding from, pinned meanwhile. It
+// returns where the scan goes on, and done when nothing more is readable.
+func (l *Log) scanSegment(d *durableState, from int64, fn func(h BatchHeader) error) (next int64, done bool, err error) {
+	v, err := l.viewAt(d, from)
+	if v.seg != nil {
+		defer l.unpin(v.seg)
+	}
+	if err != nil {
+		return from, true, err
+	}
+	if v.limit == 0 {
+		return from, true, nil
+	}
+	pos, err := findBatch(v, from)
+	if err != nil {
+		return from, true, err
+	}
+	sc := newHeaderScanner(v.seg.rf, v.seg.rf.Name(), pos, v.limit)
+	defer sc.release()
+	for {
+		h, _, err := sc.next()
+		if err == io.EOF {
+			return from, false, nil
+		}
+		if err != nil {
+			return from, true, err
+		}
+		if err := fn(h); err != nil {
+			return from, true, err
+		}
+		from = h.NextOffset()
+	}
 }
 
 // OffsetForTimestamp returns the base offset and max timestamp of the first
@@ -622,38 +686,53 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
 	l.mu.Unlock()
 	for _, s := range segs {
 		l.mu.Lock()
+		if len(l.segs) == 0 || s.seq < l.segs[0].seq {
+			l.mu.Unlock()
+			continue // dropped by retention meanwhile
+		}
 		v := l.viewLocked(d, s)
 		segMax := s.maxTS.ts
-		l.mu.Unlock()
 		if v.limit == 0 || (segMax < ts && !s.maxTSUnknown) {
+			l.mu.Unlock()
 			continue
 		}
-		v, err := l.loadView(v)
-		if err != nil {
-			l.log.Error(err, "offset for timestamp: loading index failed", "segment", s.rf.Name())
-			return 0, 0, false
+		l.pinLocked(s)
+		l.mu.Unlock()
+		offset, timestamp, found, err := l.offsetForTimestampIn(v, ts)
+		l.unpin(s)
+		if err != nil || found {
+			return offset, timestamp, found
 		}
-		from := lookupTime(v.times, s.base, ts)
-		pos := lookupPosition(v.offsets, s.base, from)
-		sc := newHeaderScanner(s.rf, s.rf.Name(), pos, v.limit)
-		for {
-			h, _, err := sc.next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				sc.release()
-				l.log.Error(err, "offset for timestamp: scan failed", "segment", s.rf.Name())
-				return 0, 0, false
-			}
-			if h.MaxTimestamp >= ts {
-				sc.release()
-				return h.BaseOffset, h.MaxTimestamp, true
-			}
-		}
-		sc.release()
 	}
 	return 0, 0, false
+}
+
+// offsetForTimestampIn is OffsetForTimestamp within one pinned segment's
+// view. A failure is logged and returned (the caller answers not found).
+func (l *Log) offsetForTimestampIn(v readView, ts int64) (offset, timestamp int64, ok bool, err error) {
+	s := v.seg
+	v, err = l.loadView(v)
+	if err != nil {
+		l.log.Error(err, "offset for timestamp: loading index failed", "segment", s.rf.Name())
+		return 0, 0, false, err
+	}
+	from := lookupTime(v.times, s.base, ts)
+	pos := lookupPosition(v.offsets, s.base, from)
+	sc := newHeaderScanner(s.rf, s.rf.Name(), pos, v.limit)
+	defer sc.release()
+	for {
+		h, _, err := sc.next()
+		if err == io.EOF {
+			return 0, 0, false, nil
+		}
+		if err != nil {
+			l.log.Error(err, "offset for timestamp: scan failed", "segment", s.rf.Name())
+			return 0, 0, false, err
+		}
+		if h.MaxTimestamp >= ts {
+			return h.BaseOffset, h.MaxTimestamp, true, nil
+		}
+	}
 }
 
 // MaxTimestamp returns the batch holding the largest max timestamp below the

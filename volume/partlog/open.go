@@ -268,6 +268,10 @@ func (l *Log) recover(prevFence int32) error {
 		l.removeSegmentFiles(dropped)
 	}
 	l.removeOldManifests(set.names)
+	// Segment files below the first segment are orphans of a drop (retention
+	// or DeleteRecords) that wrote its manifest and crashed or failed before
+	// removing them: re-drive the removal (see limits.go).
+	l.removeOrphans(entries, l.segs[0].base, nil)
 
 	l.next = next
 	l.maxTS = noTS
@@ -760,29 +764,45 @@ func openOrCreate(fsys volume.FS, name string) (volume.File, error) {
 // createSegment creates the files of a new, empty segment (truncating any
 // unlisted leftover of the same name) and fsyncs the directory. It returns
 // the segment (its read/sync handle open) and its append handle.
+//
+// If a step fails, the files it created are removed again (they are
+// unlisted, of the caller's own epoch, so nobody else reads them), so a full
+// volume leaves no half-created segment behind; the directory is not synced
+// after the removal, and a crash that resurrects the files leaves an
+// unlisted empty segment, which recovery ignores.
 func createSegment(fsys volume.FS, dir string, base int64, epoch int32) (*segment, volume.File, error) {
 	logPath, indexPath, timePath := segmentPaths(dir, base, epoch)
 	s := &segment{base: base, epoch: epoch, next: base, maxTS: noTS, indexLoaded: true, files: &indexFiles{}}
 	var wf volume.File
 	var err error
+	var created []string
 	fail := func(step string, err error) (*segment, volume.File, error) {
 		closeSegment(s, wf)
+		for _, name := range created {
+			_ = fsys.Remove(name)
+		}
 		return nil, nil, fmt.Errorf("create segment %s: %s: %w", logPath, step, err)
 	}
 	if wf, err = fsys.Create(logPath); err != nil {
+		created = append(created, logPath) // a lost reply may have created it
 		return fail("create", err)
 	}
+	created = append(created, logPath)
 	if s.rf, err = fsys.OpenReadWrite(logPath); err != nil {
 		return fail("open for reading", err)
 	}
-	if s.files.offsetFile, err = fsys.Create(indexPath); err != nil {
+	s.files.offsetFile, err = fsys.Create(indexPath)
+	created = append(created, indexPath)
+	if err != nil {
 		return fail("create offset index", err)
 	}
-	if s.files.timeFile, err = fsys.Create(timePath); err != nil {
+	s.files.timeFile, err = fsys.Create(timePath)
+	created = append(created, timePath)
+	if err != nil {
 		return fail("create time index", err)
 	}
 	if err := fsys.SyncDir(dir); err != nil {
-		return fail("sync dir", err)
+		return fail("sync dir", fmt.Errorf("%w: %w", errSyncFailed, err))
 	}
 	return s, wf, nil
 }

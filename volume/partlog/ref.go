@@ -30,6 +30,7 @@ type Ref struct {
 // refHold is one counted reference on a Log's read handles.
 type refHold struct {
 	l        *Log
+	seg      *segment // the segment whose handle the Ref uses (pinned), nil if none
 	released atomic.Bool
 }
 
@@ -40,16 +41,97 @@ func (r Ref) Release() {
 	if r.hold == nil || !r.hold.released.CompareAndSwap(false, true) {
 		return
 	}
+	if r.hold.seg != nil {
+		r.hold.l.unpin(r.hold.seg)
+	}
 	r.hold.l.unref()
 }
 
 // refs counts live Refs and defers closing the segment read handles until
 // the last one is released.
+//
+// It also pins segments: every read of a segment's handle (a live Ref, or a
+// Read, Scan or OffsetForTimestamp in progress) holds a pin on the segment,
+// taken under Log.mu while the segment is still in Log.segs. A segment that
+// retention or DeleteRecordsBefore drops is retired: its read handle is
+// closed, and then its files removed, by whoever drops the last pin (the
+// dropper itself when there is none), so the disk is really freed and no
+// sender ever finds its descriptor closed or reused under it.
 type refs struct {
 	mu      sync.Mutex
 	n       int           // live references
 	closing bool          // Close has begun: no new references
 	pending []volume.File // read handles Close left to the last Release
+
+	pins    map[*segment]int  // readers using each segment's read handle
+	retired map[*segment]bool // dropped segments waiting for their last pin
+}
+
+// pinLocked pins s, which is in l.segs (Log.mu held).
+func (l *Log) pinLocked(s *segment) {
+	l.refs.mu.Lock()
+	if l.refs.pins == nil {
+		l.refs.pins = map[*segment]int{}
+	}
+	l.refs.pins[s]++
+	l.refs.mu.Unlock()
+}
+
+// unpin drops a pin taken by pinLocked. The last pin of a retired segment
+// closes its read handle and removes its files.
+func (l *Log) unpin(s *segment) {
+	l.refs.mu.Lock()
+	n := l.refs.pins[s] - 1
+	if n < 0 {
+		l.refs.mu.Unlock()
+		panic("partlog: segment unpinned more often than pinned")
+	}
+	if n > 0 {
+		l.refs.pins[s] = n
+		l.refs.mu.Unlock()
+		return
+	}
+	delete(l.refs.pins, s)
+	remove, retired := l.refs.retired[s]
+	l.refs.mu.Unlock()
+	if retired {
+		// Nobody can pin it again (it left l.segs): free it, and only then
+		// forget it, so that the orphan sweep leaves its files alone
+		// until its handle is closed.
+		l.freeSegment(s, remove)
+		l.refs.mu.Lock()
+		delete(l.refs.retired, s)
+		l.refs.mu.Unlock()
+	}
+}
+
+// retire marks s, just dropped from l.segs, as retired; remove says
+// whether its files are to be removed once its handle is closed. It
+// reports whether no pin holds it: the caller then frees it itself;
+// otherwise the last unpin does.
+func (l *Log) retire(s *segment, remove bool) (free bool) {
+	l.refs.mu.Lock()
+	defer l.refs.mu.Unlock()
+	if l.refs.pins[s] == 0 {
+		return true
+	}
+	if l.refs.retired == nil {
+		l.refs.retired = map[*segment]bool{}
+	}
+	l.refs.retired[s] = remove
+	return false
+}
+
+// retiredStems returns the stems of retired segments still pinned: their
+// files stay until the last unpin, and the orphan sweep leaves them alone.
+func (l *Log) retiredStems() map[string]bool {
+	l.refs.mu.Lock()
+	defer l.refs.mu.Unlock()
+	out := make(map[string]bool, len(l.refs.retired))
+	for s := range l.refs.retired {
+		out[segmentStem(s.base, s.epoch)] = true
+	}
+	return out
 }
 
 // acquire takes a reference, or fails once Close has begun.
@@ -141,7 +223,10 @@ func (l *Log) ReadRefBelow(offset int64, maxBytes int, below int64) (Ref, error)
 	if err != nil {
 		return Ref{}, err
 	}
-	ref, err := l.readRef(d, offset, maxBytes, below)
+	ref, seg, err := l.readRef(d, offset, maxBytes, below)
+	if seg != nil {
+		hold.seg = seg // the Ref keeps the segment's pin until Release
+	}
 	if err != nil || ref.Len == 0 {
 		Ref{hold: hold}.Release()
 		return Ref{}, err
@@ -151,12 +236,19 @@ func (l *Log) ReadRefBelow(offset int64, maxBytes int, below int64) (Ref, error)
 }
 
 // readRef finds the range for ReadRef; the caller holds a reference, so
-// the segment handles stay open.
-func (l *Log) readRef(d *durableState, offset int64, maxBytes int, below int64) (Ref, error) {
+// the segment handles stay open across Close, and readRef returns the
+// segment it pinned (nil if none), which the caller unpins when done.
+func (l *Log) readRef(d *durableState, offset int64, maxBytes int, below int64) (Ref, *segment, error) {
 	v, err := l.viewAt(d, offset)
 	if err != nil {
-		return Ref{}, err
+		return Ref{}, nil, err
 	}
+	ref, err := l.readRefIn(v, offset, maxBytes, below)
+	return ref, v.seg, err
+}
+
+// readRefIn finds the range for ReadRef in the pinned view v.
+func (l *Log) readRefIn(v readView, offset int64, maxBytes int, below int64) (Ref, error) {
 	start, err := findBatch(v, offset)
 	if err != nil {
 		return Ref{}, err

@@ -244,10 +244,10 @@ func (f *indexFiles) flush(offsets []offsetEntry, times []timeEntry, sync bool) 
 		return nil
 	}
 	if err := f.offsetFile.Sync(); err != nil {
-		return fmt.Errorf("sync offset index %s: %w", f.offsetFile.Name(), err)
+		return fmt.Errorf("sync offset index %s: %w: %w", f.offsetFile.Name(), errSyncFailed, err)
 	}
 	if err := f.timeFile.Sync(); err != nil {
-		return fmt.Errorf("sync time index %s: %w", f.timeFile.Name(), err)
+		return fmt.Errorf("sync time index %s: %w: %w", f.timeFile.Name(), errSyncFailed, err)
 	}
 	return nil
 }

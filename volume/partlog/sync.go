@@ -2,6 +2,7 @@ package partlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -26,6 +27,9 @@ type syncer struct {
 	// lastCheckpoint is when a round last wrote the manifest checkpoint.
 	// Only the syncer goroutine (or Close, after stopping it) touches it.
 	lastCheckpoint time.Time
+	// checkpointNoSpace is set while checkpoints fail for a full volume
+	// (syncer goroutine only), so that it is logged once.
+	checkpointNoSpace bool
 }
 
 // waiter is one Sync call waiting for the high watermark to pass offset.
@@ -185,28 +189,66 @@ func (s *syncer) round(forceCheckpoint bool) {
 		}
 	}
 	if now := l.cfg.Now(); forceCheckpoint || now.Sub(s.lastCheckpoint) >= l.cfg.CheckpointInterval {
-		if files != nil {
-			if err := files.flush(offsets, times, true); err != nil {
+		if err := s.checkpoint(seg, pos, target, offsets, times, files, segMax, firstAppend); err != nil {
+			if !errors.Is(err, ErrNoSpace) {
 				l.fail(fmt.Errorf("checkpoint: %w", err))
 				return
 			}
+			// The volume is full: the previous manifest stays valid and
+			// the checkpoint does not advance (see nospace.go); the next
+			// due round tries again.
+			s.noteCheckpointNoSpace(err)
+		} else {
+			s.lastCheckpoint = now
+			s.noteCheckpointNoSpace(nil)
 		}
-		cp := checkpoint{
-			SegmentBase: seg.base, SegmentEpoch: seg.epoch,
-			Position: pos, NextOffset: target,
-			IndexEntries: int64(len(offsets)), TimeIndexEntries: int64(len(times)),
-			MaxTimestamp: segMax.ts, MaxTimestampBase: segMax.base, MaxTimestampLast: segMax.last,
-		}
-		if !firstAppend.IsZero() {
-			cp.FirstAppendUnixMilli = firstAppend.UnixMilli()
-		}
-		if err := l.advanceCheckpoint(cp); err != nil {
-			l.fail(fmt.Errorf("checkpoint: %w", err))
-			return
-		}
-		s.lastCheckpoint = now
 	}
 	l.durable.Store(&durableState{hw: target, seg: seg, pos: pos, maxTS: logMax})
+}
+
+// checkpoint writes the index entries and then the manifest checkpoint of a
+// round. An ENOSPC that leaves the previous manifest in place wraps
+// ErrNoSpace; any other error is final.
+func (s *syncer) checkpoint(seg *segment, pos, target int64, offsets []offsetEntry, times []timeEntry,
+	files *indexFiles, segMax tsMark, firstAppend time.Time) error {
+	l := s.l
+	if files != nil {
+		if err := files.flush(offsets, times, true); err != nil {
+			if isRecoverableNoSpace(err) {
+				return noSpace("checkpoint: write index entries", err)
+			}
+			return err
+		}
+	}
+	cp := checkpoint{
+		SegmentBase: seg.base, SegmentEpoch: seg.epoch,
+		Position: pos, NextOffset: target,
+		IndexEntries: int64(len(offsets)), TimeIndexEntries: int64(len(times)),
+		MaxTimestamp: segMax.ts, MaxTimestampBase: segMax.base, MaxTimestampLast: segMax.last,
+	}
+	if !firstAppend.IsZero() {
+		cp.FirstAppendUnixMilli = firstAppend.UnixMilli()
+	}
+	if err := l.advanceCheckpoint(cp); err != nil {
+		if manifestUnchangedNoSpace(err) {
+			return noSpace("checkpoint", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// noteCheckpointNoSpace logs when checkpoints start failing for a full
+// volume (err non-nil) and when they work again (nil), once each.
+func (s *syncer) noteCheckpointNoSpace(err error) {
+	switch {
+	case err != nil && !s.checkpointNoSpace:
+		s.checkpointNoSpace = true
+		s.l.log.Info("volume full: the manifest checkpoint does not advance until space is freed; acknowledged data is unaffected", "err", err.Error())
+	case err == nil && s.checkpointNoSpace:
+		s.checkpointNoSpace = false
+		s.l.log.Info("manifest checkpoint advances again")
+	}
 }
 
 // advanceCheckpoint writes the manifest with cp unless a later checkpoint

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/kaas-dev/kaas/engine"
+)
+
+// retentionOptions are the log retention settings, named after Kafka's
+// broker configs of the same meaning. The retention limits themselves are
+// topic configs (retention.ms, retention.bytes).
+type retentionOptions struct {
+	checkInterval time.Duration
+}
+
+func (r *retentionOptions) register(fs *flag.FlagSet) {
+	fs.DurationVar(&r.checkInterval, "retention-check-interval", envDuration("KAAS_RETENTION_CHECK_INTERVAL", engine.DefaultRetentionCheckInterval),
+		"how often each broker deletes the segments of its partitions that retention.ms or retention.bytes expire (log.retention.check.interval.ms; KAAS_RETENTION_CHECK_INTERVAL)")
+}
+
+func (r *retentionOptions) validate() error {
+	if r.checkInterval <= 0 {
+		return fmt.Errorf("--retention-check-interval must be positive, not %v", r.checkInterval)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/kaas-dev/kaas/volume/partlog"
+)
+
+// DefaultRetentionCheckInterval is Kafka's log.retention.check.interval.ms.
+const DefaultRetentionCheckInterval = 5 * time.Minute
+
+// Retention (cleanup.policy=delete). Every RetentionCheckInterval each
+// broker runs one pass over the partitions it serves: the owner of a
+// partition is its only writer, so it is also the only one that deletes its
+// segments (partlog.Log.EnforceRetention: the manifest first, fenced, then
+// the files, handles closed first). Nothing here touches a partition this
+// broker does not hold open; a pass that races a release finds the log
+// closed and skips it.
+
+// retentionLoop runs a retention pass every RetentionCheckInterval until
+// ctx ends.
+func (e *Engine) retentionLoop(ctx context.Context) {
+	t := time.NewTicker(e.cfg.RetentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.retentionPass(ctx)
+		}
+	}
+}
+
+// RetentionStats sums what one retention pass deleted.
+type RetentionStats struct {
+	Partitions int   // partitions checked
+	Segments   int   // segments deleted
+	Bytes      int64 // their bytes
+	Failed     int   // partitions whose pass failed
+}
+
+// servedPartition is a served partition with the spec it is served under.
+type servedPartition struct {
+	spec TopicSpec
+	p    *Partition
+}
+
+// served lists the partitions this broker serves now.
+func (e *Engine) served() []servedPartition {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	var out []servedPartition
+	for _, t := range e.topics {
+		for _, p := range t.parts {
+			if p != nil {
+				out = append(out, servedPartition{spec: t.spec, p: p})
+			}
+		}
+	}
+	return out
+}
+
+// retentionPolicyOf returns the topic's retention policy, and false when
+// its cleanup.policy does not include delete.
+func retentionPolicyOf(spec TopicSpec) (partlog.RetentionPolicy, bool) {
+	del := false
+	for _, it := range strings.Split(spec.ConfigValue("cleanup.policy"), ",") {
+		if strings.TrimSpace(it) == "delete" {
+			del = true
+		}
+	}
+	return partlog.RetentionPolicy{Ms: spec.configInt("retention.ms"), Bytes: spec.configInt("retention.bytes")}, del
+}
+
+// retentionPass enforces retention once on every partition this broker
+// serves, at the engine clock's now.
+func (e *Engine) retentionPass(ctx context.Context) RetentionStats {
+	var st RetentionStats
+	now := e.cfg.Now()
+	for _, sp := range e.served() {
+		if ctx.Err() != nil {
+			break
+		}
+		pol, ok := retentionPolicyOf(sp.spec)
+		if !ok {
+			continue
+		}
+		st.Partitions++
+		res, err := sp.p.enforceRetention(now, pol)
+		st.Segments += res.Segments
+		st.Bytes += res.Bytes
+		if err != nil {
+			st.Failed++
+		}
+	}
+	if st.Segments > 0 || st.Failed > 0 {
+		e.log.V(1).Info("retention pass", "partitions", st.Partitions, "deletedSegments", st.Segments,
+			"deletedBytes", st.Bytes, "failed", st.Failed)
+	}
+	return st
+}
+
+// enforceRetention deletes the segments pol expires from the partition's
+// log and then the producer snapshots the new log start leaves behind
+// (all below it but the newest: Kafka keeps the producer state). A
+// released (closed) partition is skipped; a log that fails or finds itself
+// fenced is reported like a failed append, so the reconciler reopens it.
+func (p *Partition) enforceRetention(now time.Time, pol partlog.RetentionPolicy) (partlog.RetentionResult, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return partlog.RetentionResult{}, nil
+	}
+	res, err := p.log.EnforceRetention(now, pol)
+	switch {
+	case errors.Is(err, partlog.ErrClosed):
+		return res, nil // released meanwhile
+	case err != nil:
+		if p.log.Err() != nil {
+			if p.onFailure != nil {
+				p.onFailure(p)
+			}
+		} else {
+			p.logger.Error(err, "retention pass failed; the next one retries")
+		}
+		return res, err
+	}
+	if res.Segments == 0 {
+		return res, nil
+	}
+	p.logger.V(1).Info("retention deleted segments", "segments", res.Segments, "bytes", res.Bytes,
+		"logStartOffset", res.LogStartOffset, "retentionMs", pol.Ms, "retentionBytes", pol.Bytes)
+	p.logStartMoved(res.LogStartOffset)
+	if err := pruneSnapshots(p.fsys, p.dir, res.LogStartOffset); err != nil {
+		// A leftover snapshot below the log start is never used; the next
+		// pass or snapshot removes it.
+		p.logger.V(1).Info("pruning producer snapshots below the log start failed", "err", err.Error())
+	}
+	return res, nil
+}
