@@ -35,8 +35,8 @@ import (
 // purge waits out). Its acknowledgements are stopped by the serving lease
 // it lost and by its fence re-check, which opens the fence by path: the
 // old fence went to the trash, and the new incarnation's directory has no
-// fence (ErrFenced) or its own; docs/volume.md names the one gap left
-// (the new incarnation's first epoch equal to the zombie's).
+// fence (ErrFenced) or its own, at an epoch above every epoch the old
+// incarnation had (cluster.Assignment.MaxLeaderEpoch).
 
 // trashKey is the reconcile key of the trash sweep.
 const trashKey = "trash"

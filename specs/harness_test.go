@@ -191,6 +191,13 @@ func (b *Broker) args() []string {
 // start launches the process and waits for readiness.
 func (b *Broker) start() {
 	GinkgoHelper()
+	b.launch()
+	b.WaitReady()
+}
+
+// launch starts the broker process without waiting for it.
+func (b *Broker) launch() {
+	GinkgoHelper()
 	b.mu.Lock()
 	if b.cmd != nil && !b.exitedLocked() {
 		b.mu.Unlock()
@@ -223,7 +230,24 @@ func (b *Broker) start() {
 		fmt.Fprintf(out, "=== kaas-broker run #%d (pid %d) exited: %v\n", b.starts, cmd.Process.Pid, cmd.ProcessState)
 		close(done)
 	}()
-	b.WaitReady()
+}
+
+// RestartLive starts the broker again and waits only until it answers
+// /healthz, not /readyz: for negative controls, where a partition it owns
+// may be lost for good and never be served again.
+func (b *Broker) RestartLive() {
+	GinkgoHelper()
+	if b.Running() {
+		b.Stop()
+	}
+	b.launch()
+	Eventually(func(g Gomega) {
+		resp, err := httpClient.Get("http://" + b.AdminAddr + "/healthz")
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	}).WithTimeout(b.ReadyTimeout).WithPolling(50*time.Millisecond).Should(Succeed(),
+		"broker %s did not answer /healthz", b.Addr)
 }
 
 func (b *Broker) exitedLocked() bool {
