@@ -416,6 +416,12 @@ func (e *Engine) openElsewhere(name, id string, partitions int32) int32 {
 	for p := range partitions {
 		want[openKey(name, p, id)] = true
 	}
+	return e.brokerListing(func(k string) bool { return want[k] })
+}
+
+// brokerListing returns a live broker other than this process whose
+// current heartbeat lists an open key that match accepts, or -1.
+func (e *Engine) brokerListing(match func(openKey string) bool) int32 {
 	e.clMu.RLock()
 	defer e.clMu.RUnlock()
 	for _, b := range e.live {
@@ -427,7 +433,7 @@ func (e *Engine) openElsewhere(name, id string, partitions int32) int32 {
 			continue
 		}
 		for _, k := range hb.Open {
-			if want[k] {
+			if match(k) {
 				return b.ID
 			}
 		}

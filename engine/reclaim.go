@@ -122,23 +122,7 @@ func (e *Engine) driveReclaim(ctx context.Context, spec TopicSpec, rec *states.R
 // heartbeat lists a partition of incarnation id of topic name open, or -1.
 func (e *Engine) openAnywhere(name, id string) int32 {
 	prefix, suffix := name+"/", "@"+id
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
-	for _, b := range e.live {
-		if b.ID == e.cfg.BrokerID && b.Incarnation == e.incarnation {
-			continue
-		}
-		hb, ok := e.heartbeats[b.ID]
-		if !ok || hb.Incarnation != b.Incarnation {
-			continue
-		}
-		for _, k := range hb.Open {
-			if strings.HasPrefix(k, prefix) && strings.HasSuffix(k, suffix) {
-				return b.ID
-			}
-		}
-	}
-	return -1
+	return e.brokerListing(func(k string) bool { return strings.HasPrefix(k, prefix) && strings.HasSuffix(k, suffix) })
 }
 
 // sweepTrash is the controller's sweep of <data>/trash, at start-up, at

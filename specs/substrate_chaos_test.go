@@ -94,7 +94,7 @@ func startChaos(ctx context.Context, substrate string, brokerArgs ...string) *ch
 	// loss took a partition offline, which counts as caught): shorter waits.
 	final, drain := "40s", "60s"
 	if c.negative {
-		final, drain = "15s", "15s"
+		final, drain = "15s", "5s"
 	}
 	c.load = StartVerifier(c.brokers, c.topic, chaosPartitions,
 		"--producers", "4", "--rate", "2000", "--consumers", "2", "--value-size", "100",

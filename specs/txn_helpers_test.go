@@ -1222,6 +1222,10 @@ type saramaCopier struct {
 	out, group, txnID string
 	batch, abort      int
 	adm               *kadm.Client
+	// ctx is the spec's: a group session's context ends with the session
+	// (a coordinator failover ends it), and a commit's outcome must still
+	// be learnt after that.
+	ctx context.Context
 
 	mu   sync.Mutex // one transaction at a time
 	prod sarama.AsyncProducer
@@ -1321,7 +1325,7 @@ func (c *saramaCopier) copyBatch(sess sarama.ConsumerGroupSession, batch []*sara
 		}
 		c.errorf("%s: CommitTxn: %v", tag, err)
 		c.abortAfter(err, txnUnknown)
-		if c.batchCommitted(sess.Context(), last) {
+		if c.batchCommitted(c.ctx, last) {
 			c.end(tag, txnCommitted, len(batch))
 			return
 		}
@@ -1426,7 +1430,7 @@ func runSaramaCopier(ctx context.Context, seeds []string, in, out, group, txnID 
 	Expect(err).NotTo(HaveOccurred())
 	defer admCl.Close()
 	c := &saramaCopier{copyLedger: newCopyLedger("sarama"), seeds: seeds, out: out, group: group, txnID: txnID,
-		batch: batch, abort: abortEvery, adm: kadm.NewClient(admCl)}
+		batch: batch, abort: abortEvery, adm: kadm.NewClient(admCl), ctx: ctx}
 	c.newProducer()
 	defer func() { _ = c.prod.Close() }()
 
