@@ -125,6 +125,9 @@ type Engine struct {
 
 	mu     sync.RWMutex
 	topics map[string]*topic
+	// topicIDs indexes topics by topic ID (TopicByID, fetches by ID);
+	// guarded by mu, kept by putTopicLocked and dropTopic.
+	topicIDs map[string]string
 
 	changeMu sync.Mutex
 	changeCh chan struct{}
@@ -223,6 +226,7 @@ func New(cfg Config) (*Engine, error) {
 		pids:     NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
 		owner:    "broker-" + strconv.Itoa(int(cfg.BrokerID)),
 		topics:   map[string]*topic{},
+		topicIDs: map[string]string{},
 		changeCh: make(chan struct{}),
 
 		incarnation: uuid.NewString(),
@@ -258,7 +262,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	for _, s := range specs {
 		if !s.Deleted {
-			e.topics[s.Name] = &topic{spec: s, parts: make([]*Partition, s.Partitions)}
+			e.putTopicLocked(&topic{spec: s, parts: make([]*Partition, s.Partitions)})
 		}
 		e.queue.Add(topicKey(s.Name))
 	}
@@ -517,10 +521,10 @@ func (e *Engine) upsertTopic(spec TopicSpec) error {
 	var stale, served []*Partition
 	switch {
 	case t == nil:
-		e.topics[spec.Name] = &topic{spec: spec, parts: make([]*Partition, spec.Partitions)}
+		e.putTopicLocked(&topic{spec: spec, parts: make([]*Partition, spec.Partitions)})
 	case t.spec.ID != spec.ID:
 		stale = t.parts
-		e.topics[spec.Name] = &topic{spec: spec, parts: make([]*Partition, spec.Partitions)}
+		e.putTopicLocked(&topic{spec: spec, parts: make([]*Partition, spec.Partitions)})
 	case spec.Generation < t.spec.Generation:
 		// A spec read before a newer one was installed (a reconcile that
 		// raced an admin change here): keep the newer one.
@@ -825,6 +829,7 @@ func (e *Engine) dropTopic(name, id string) error {
 		return nil
 	}
 	delete(e.topics, name)
+	delete(e.topicIDs, t.spec.ID)
 	e.mu.Unlock()
 	e.broadcast()
 	var errs []error
@@ -998,12 +1003,39 @@ func (e *Engine) TopicPartitions(name string) (int32, bool) {
 func (e *Engine) TopicByID(id string) (TopicView, bool) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	for _, t := range e.topics {
-		if t.spec.ID == id && !t.spec.Deleted {
-			return e.viewLocked(t), true
-		}
+	if t := e.topicByIDLocked(id); t != nil {
+		return e.viewLocked(t), true
 	}
 	return TopicView{}, false
+}
+
+// TopicName returns the name of the live topic whose incarnation has this
+// topic ID, without building its view (the fetch path's lookup by ID).
+func (e *Engine) TopicName(id string) (string, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if t := e.topicByIDLocked(id); t != nil {
+		return t.spec.Name, true
+	}
+	return "", false
+}
+
+func (e *Engine) topicByIDLocked(id string) *topic {
+	t := e.topics[e.topicIDs[id]]
+	if t == nil || t.spec.ID != id || t.spec.Deleted {
+		return nil
+	}
+	return t
+}
+
+// putTopicLocked installs t under its name, replacing (and unindexing)
+// another incarnation's entry. e.mu is held for writing.
+func (e *Engine) putTopicLocked(t *topic) {
+	if old := e.topics[t.spec.Name]; old != nil {
+		delete(e.topicIDs, old.spec.ID)
+	}
+	e.topics[t.spec.Name] = t
+	e.topicIDs[t.spec.ID] = t.spec.Name
 }
 
 // Partition returns a partition this broker serves.

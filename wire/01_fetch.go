@@ -44,7 +44,6 @@ package wire
 
 import (
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -258,44 +257,17 @@ func epochCheck(client, ours int32) int16 {
 	}
 }
 
-// topicNames caches topic ID → name for fetches by ID (v13+). An entry is
-// only a hint: every partition served is checked to be of the ID's
-// incarnation (fetchPartition), and an ID maps to one name for good. It is
-// shared by the servers of the process (IDs are UUIDs) and cleared when it
-// grows large (deleted topics leave entries behind).
-var topicNames struct {
-	sync.RWMutex
-	m map[[16]byte]string
-}
-
-const maxTopicNames = 1 << 16
-
 // topicByID returns the name of the live topic with this ID and the ID as
 // a string; ok false when no live topic has it.
 func (s *Server) topicByID(id [16]byte) (name, sid string, ok bool) {
 	sid = uuid.UUID(id).String()
-	topicNames.RLock()
-	name, ok = topicNames.m[id]
-	topicNames.RUnlock()
-	if ok {
-		return name, sid, true
-	}
-	v, ok := s.eng.TopicByID(sid)
-	if !ok {
-		return "", sid, false
-	}
-	topicNames.Lock()
-	if topicNames.m == nil || len(topicNames.m) >= maxTopicNames {
-		topicNames.m = make(map[[16]byte]string)
-	}
-	topicNames.m[id] = v.Spec.Name
-	topicNames.Unlock()
-	return v.Spec.Name, sid, true
+	name, ok = s.eng.TopicName(sid)
+	return name, sid, ok
 }
 
 // liveTopicID reports whether id is the live incarnation of its topic
 // (the error paths of fetches by ID).
 func (s *Server) liveTopicID(id string) bool {
-	_, ok := s.eng.TopicByID(id)
+	_, ok := s.eng.TopicName(id)
 	return ok
 }
