@@ -1,10 +1,8 @@
 package partlog
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"syscall"
 
 	"github.com/kaas-dev/kaas/volume"
@@ -67,18 +65,4 @@ func (l *Log) undoWriteLocked(pos int64, err error) error {
 		return l.fail(fmt.Errorf("%w; truncating back to %d failed: %w", err, pos, terr))
 	}
 	return noSpace(l.dir, err)
-}
-
-// stampLogAppendTime sets batch's timestamp type to LogAppendTime and its
-// max timestamp to ts, and recomputes the CRC, as Kafka's broker does for
-// message.timestamp.type=LogAppendTime. The first timestamp and the records
-// (with their deltas) stay as the producer wrote them; readers take every
-// record's timestamp from the max timestamp. It returns the new attributes
-// and max timestamp.
-func stampLogAppendTime(batch []byte, ts int64) (int16, int64) {
-	attrs := binary.BigEndian.Uint16(batch[offAttributes:]) | attrTimestampType
-	binary.BigEndian.PutUint16(batch[offAttributes:], attrs)
-	binary.BigEndian.PutUint64(batch[offMaxTimestamp:], uint64(ts))
-	binary.BigEndian.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], castagnoli))
-	return int16(attrs), ts
 }
