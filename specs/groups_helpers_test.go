@@ -100,17 +100,32 @@ func expectExactlyOnce(got, want []string) {
 func head(s []string) []string { return s[:min(len(s), 10)] }
 
 // topicEnds returns the end offset (high watermark) of every partition of topic.
+//
+// A partition moving between owners (a broker just restarted takes its
+// partitions back) answers NOT_LEADER_OR_FOLLOWER, or its old owner's
+// connection is refused, for a moment; kadm does not retry per-partition
+// errors, so this does, for up to 30 s, as a client's consumer would.
 func topicEnds(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
-	listed, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, err
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		listed, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = listed.Error()
+		}
+		if err == nil {
+			out := map[int32]int64{}
+			listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("end offsets of %s: %w (last error %v)", topic, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	if err := listed.Error(); err != nil {
-		return nil, err
-	}
-	out := map[int32]int64{}
-	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-	return out, nil
 }
 
 // committed returns group's committed offset of every partition of topic
