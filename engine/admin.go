@@ -79,6 +79,9 @@ func (e *Engine) updateTopicSpec(name string, validateOnly bool, change func(*To
 	if err != nil {
 		return TopicSpec{}, err
 	}
+	if cur.ManagedBy != "" {
+		return cur, managedError(cur)
+	}
 	next := cur
 	next.Configs = maps.Clone(cur.Configs)
 	if err := change(&next); err != nil {
@@ -231,4 +234,10 @@ func (e *Engine) DeleteRecords(topic string, partition int32, offset int64) (int
 	}
 	e.log.V(1).Info("records deleted", "topic", topic, "partition", partition, "before", offset, "logStart", low)
 	return low, nil
+}
+
+// managedError refuses a Kafka admin change to a topic declared outside
+// Kafka, naming the declaration to change instead.
+func managedError(spec TopicSpec) error {
+	return fmt.Errorf("%w: topic %s is declared by %s; change or delete it there", ErrTopicManaged, spec.Name, spec.ManagedBy)
 }

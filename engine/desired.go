@@ -24,6 +24,11 @@ type TopicSpec struct {
 	Deleted bool `json:"deleted,omitempty"`
 	// Generation grows with every change to the spec.
 	Generation int64 `json:"generation"`
+	// ManagedBy names the declaration outside Kafka that owns this topic
+	// (a Kubernetes Topic resource: "kubernetes/<namespace>/<name>/<uid>");
+	// empty for a topic created through the Kafka API. The Kafka admin
+	// APIs do not change or delete a managed topic (ErrTopicManaged).
+	ManagedBy string `json:"managedBy,omitempty"`
 }
 
 const topicsDesiredDir = "topics"

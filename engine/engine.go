@@ -1179,6 +1179,9 @@ func (e *Engine) DeleteTopic(name string) (TopicSpec, error) {
 	if err != nil {
 		return TopicSpec{}, err
 	}
+	if spec.ManagedBy != "" && !spec.Deleted {
+		return spec, managedError(spec)
+	}
 	if !spec.Deleted {
 		spec.Deleted = true
 		spec.Generation++

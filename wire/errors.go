@@ -43,6 +43,8 @@ func errorCode(err error) int16 {
 		return kerr.InvalidPartitions.Code
 	case errors.Is(err, engine.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
+	case errors.Is(err, engine.ErrTopicManaged):
+		return kerr.PolicyViolation.Code
 	case errors.Is(err, engine.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, engine.ErrInvalidProducerEpoch):
