@@ -8,6 +8,9 @@
 #   make specs-clients  only Label("clients")
 #   make specs-chaos    only Label("chaos")
 #   make specs-txn      only Label("txn"): idempotent and transactional producers, InitProducerId, EOS copiers
+#   make specs-k8s      only Label("k8s"): Topic resources, kaas-operator and the Helm chart against
+#                       a real kube-apiserver and etcd (envtest)
+#   make k8s-tools      build (or find cached) kube-apiserver, etcd and helm; prints their directory
 #   make specs-floor    fault-model scenarios on the contract-floor filesystem (root, /dev/fuse)
 #   make specs-gluster  bring up GlusterFS (.ci/gluster), run the multi-broker and
 #                       gluster-labelled specs with one mount per broker, tear it down
@@ -32,7 +35,7 @@ STATICCHECK_VERSION ?= v0.8.2
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn run run-cluster bench lint fmt-check vet staticcheck clean
+.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn run run-cluster bench lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -48,11 +51,22 @@ unit:
 		echo "$(GO) test -race -count=1 <unit packages>"; \
 		$(GO) test -race -count=1 $(UNIT_PKGS); fi
 
+# The k8s specs need kube-apiserver, etcd and helm: .ci/k8s-tools builds them
+# from the Go module proxy once (about 15 minutes on a clean machine) and
+# caches them outside the repository; set KAAS_K8S_TOOLS to skip the check.
+K8S_TOOLS = KAAS_K8S_TOOLS="$${KAAS_K8S_TOOLS:-$$(bash .ci/k8s-tools)}"
+
 specs:
-	$(SPECS) $(if $(SPECS_FILTER),-ginkgo.label-filter='$(SPECS_FILTER)') $(GINKGO_FLAGS)
+	$(K8S_TOOLS) $(SPECS) $(if $(SPECS_FILTER),-ginkgo.label-filter='$(SPECS_FILTER)') $(GINKGO_FLAGS)
 
 specs-fast:
-	$(SPECS) -ginkgo.label-filter='!slow' $(GINKGO_FLAGS)
+	$(K8S_TOOLS) $(SPECS) -ginkgo.label-filter='!slow' $(GINKGO_FLAGS)
+
+specs-k8s:
+	$(K8S_TOOLS) $(SPECS) -ginkgo.label-filter=k8s $(GINKGO_FLAGS)
+
+k8s-tools:
+	bash .ci/k8s-tools
 
 specs-clients:
 	$(SPECS) -ginkgo.label-filter=clients $(GINKGO_FLAGS)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"path"
 
 	"github.com/google/uuid"
 
@@ -75,6 +76,12 @@ func EnsureTopic(fsys volume.FS, clusterDir string, want ManagedTopic) (TopicSpe
 		spec := TopicSpec{Name: want.Name, ID: uuid.NewString(), Partitions: want.Partitions,
 			Configs: configs, Generation: 1, ManagedBy: want.ManagedBy}
 		err = CreateTopicSpec(fsys, clusterDir, spec)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = createTopicsDir(fsys, clusterDir, err)
+			if err == nil {
+				err = CreateTopicSpec(fsys, clusterDir, spec)
+			}
+		}
 		if err == nil {
 			return spec, nil
 		}
@@ -111,6 +118,20 @@ func EnsureTopic(fsys volume.FS, clusterDir string, want ManagedTopic) (TopicSpe
 		return cur, err
 	}
 	return next, nil
+}
+
+// createTopicsDir makes the desired-state directory of a cluster directory
+// no broker has started on yet (brokers make it at start), so that a
+// declaration needs no running broker. A missing cluster directory is not
+// made: that is a volume not mounted, and createErr is returned.
+func createTopicsDir(fsys volume.FS, clusterDir string, createErr error) error {
+	if _, err := fsys.Stat(clusterDir); err != nil {
+		return createErr
+	}
+	if err := volume.MkdirAllSync(fsys, path.Join(clusterDir, topicsDesiredDir)); err != nil {
+		return fmt.Errorf("prepare desired topics: %w", err)
+	}
+	return nil
 }
 
 // DeleteManagedTopic asks for the incarnation id of topic name to be

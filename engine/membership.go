@@ -191,9 +191,11 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 	names := map[string]string{}
 	e.mu.RLock()
 	for _, s := range specs {
-		if t := e.topics[s.Name]; t == nil || t.spec.ID != s.ID || s.Deleted {
-			// Learn of topics created (or deletes asked for) elsewhere; a
-			// deleted topic's machine is driven by this controller.
+		if t := e.topics[s.Name]; t == nil || t.spec.ID != s.ID || t.spec.Generation != s.Generation || s.Deleted {
+			// Learn of topics created, changed (or deletes asked for)
+			// elsewhere, by another broker or by the operator writing the
+			// desired state; a deleted topic's machine is driven by this
+			// controller.
 			defer e.queue.Add(topicKey(s.Name))
 		}
 		if s.Deleted {

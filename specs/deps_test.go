@@ -8,9 +8,12 @@ package specs
 //	wire        ->  engine, states, volume/...
 //
 // and nothing in those layers may depend (outside _test files) on the test
-// filesystems volume/memfs and volume/faultfs, or on Kubernetes (k8s.io,
-// sigs.k8s.io). Dependencies are transitive: a layer cannot reach a
-// forbidden package through another one either.
+// filesystems volume/memfs and volume/faultfs. Only kaas-operator's
+// Kubernetes side (cmd/kaas-operator, its api and controller packages) and
+// the specs may depend on Kubernetes (k8s.io, sigs.k8s.io): not the layers,
+// not the other commands, not the operator's k8s-free topicstate.
+// Dependencies are transitive: a package cannot reach a forbidden package
+// through another one either.
 
 import (
 	"bytes"
@@ -49,6 +52,13 @@ var testOnlyPackages = []string{"volume/memfs", "volume/faultfs", "volume/crasht
 
 var forbiddenPrefixes = []string{"k8s.io/", "sigs.k8s.io/"}
 
+// kubernetesAllowed reports whether a kaas package (module-relative) may
+// depend on Kubernetes libraries.
+func kubernetesAllowed(rel string) bool {
+	return rel == "cmd/kaas-operator" || within(rel, "cmd/kaas-operator/api") ||
+		within(rel, "cmd/kaas-operator/controller") || within(rel, "specs")
+}
+
 // checkDependencies checks a dependency graph: for each kaas package (full
 // import path), every package it depends on (full import paths,
 // transitive, non-test). It returns one line per violation, sorted.
@@ -59,6 +69,13 @@ func checkDependencies(deps map[string][]string) []string {
 		if !ok {
 			continue
 		}
+		if !kubernetesAllowed(rel) {
+			for _, d := range ds {
+				if slices.ContainsFunc(forbiddenPrefixes, func(p string) bool { return strings.HasPrefix(d, p) }) {
+					out = append(out, fmt.Sprintf("%s depends on %s: no Kubernetes outside kaas-operator", rel, d))
+				}
+			}
+		}
 		var rule *layerRule
 		for i := range layerRules {
 			if within(rel, layerRules[i].layer) {
@@ -66,14 +83,9 @@ func checkDependencies(deps map[string][]string) []string {
 			}
 		}
 		if rule == nil {
-			continue // cmd, specs: may use anything
+			continue // cmd, specs: any kaas package
 		}
 		for _, d := range ds {
-			for _, p := range forbiddenPrefixes {
-				if strings.HasPrefix(d, p) {
-					out = append(out, fmt.Sprintf("%s depends on %s: no Kubernetes in %s", rel, d, rule.layer))
-				}
-			}
 			drel, ok := strings.CutPrefix(d, kaasModule+"/")
 			if !ok {
 				if d == kaasModule {
@@ -115,6 +127,7 @@ func listDependencies(t *testing.T) map[string][]string {
 	for _, r := range layerRules {
 		args = append(args, "./"+r.layer+"/...")
 	}
+	args = append(args, "./cmd/...")
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	var stderr bytes.Buffer
@@ -145,7 +158,7 @@ func listDependencies(t *testing.T) map[string][]string {
 func TestDependencyDirection(t *testing.T) {
 	deps := listDependencies(t)
 	// Guard against a vacuous pass (wrong directory, renamed module).
-	for _, want := range []string{"volume", "volume/partlog", "states", "engine", "wire"} {
+	for _, want := range []string{"volume", "volume/partlog", "states", "engine", "wire", "cmd/kaas-operator/topicstate"} {
 		if _, ok := deps[kaasModule+"/"+want]; !ok {
 			t.Fatalf("go list did not report %s/%s; got %d kaas packages", kaasModule, want, len(deps))
 		}
@@ -163,16 +176,19 @@ func TestDependencyDirection(t *testing.T) {
 func TestDependencyCheckerCatches(t *testing.T) {
 	k := func(rel string) string { return kaasModule + "/" + rel }
 	ok := map[string][]string{
-		k("volume"):          {"errors", "io/fs"},
-		k("volume/partlog"):  {k("volume"), "github.com/go-logr/logr"},
-		k("volume/memfs"):    {k("volume")},
-		k("volume/faultfs"):  {k("volume"), k("volume/memfs")},
-		k("states"):          {k("volume"), "github.com/looplab/fsm"},
-		k("engine"):          {k("states"), k("volume"), k("volume/partlog"), k("engine/cluster")},
-		k("engine/cluster"):  {k("volume"), "github.com/go-logr/logr"},
-		k("wire"):            {k("engine"), k("states"), k("volume"), k("volume/partlog"), "github.com/twmb/franz-go/pkg/kmsg"},
-		k("cmd/kaas-broker"): {k("wire"), k("engine"), k("volume/memfs"), "k8s.io/client-go/kubernetes"},
-		k("specs"):           {k("volume/faultfs"), "sigs.k8s.io/yaml"},
+		k("volume"):                       {"errors", "io/fs"},
+		k("volume/partlog"):               {k("volume"), "github.com/go-logr/logr"},
+		k("volume/memfs"):                 {k("volume")},
+		k("volume/faultfs"):               {k("volume"), k("volume/memfs")},
+		k("states"):                       {k("volume"), "github.com/looplab/fsm"},
+		k("engine"):                       {k("states"), k("volume"), k("volume/partlog"), k("engine/cluster")},
+		k("engine/cluster"):               {k("volume"), "github.com/go-logr/logr"},
+		k("wire"):                         {k("engine"), k("states"), k("volume"), k("volume/partlog"), "github.com/twmb/franz-go/pkg/kmsg"},
+		k("cmd/kaas-broker"):              {k("wire"), k("engine"), k("volume/memfs")},
+		k("cmd/kaas-operator"):            {k("cmd/kaas-operator/controller"), k("engine"), "sigs.k8s.io/controller-runtime"},
+		k("cmd/kaas-operator/controller"): {k("cmd/kaas-operator/topicstate"), "k8s.io/client-go/tools/events"},
+		k("cmd/kaas-operator/topicstate"): {k("engine"), k("volume")},
+		k("specs"):                        {k("volume/faultfs"), "sigs.k8s.io/yaml"},
 	}
 	if v := checkDependencies(ok); len(v) != 0 {
 		t.Fatalf("the allowed graph was refused: %v", v)
@@ -199,6 +215,9 @@ func TestDependencyCheckerCatches(t *testing.T) {
 		{"states imports client-go", "states", "k8s.io/client-go/kubernetes", "no Kubernetes"},
 		{"engine imports controller-runtime", "engine", "sigs.k8s.io/controller-runtime", "no Kubernetes"},
 		{"volume imports apimachinery", "volume", "k8s.io/apimachinery/pkg/types", "no Kubernetes"},
+		{"kaasctl imports client-go", "cmd/kaasctl", "k8s.io/client-go/kubernetes", "no Kubernetes"},
+		{"the broker imports apimachinery", "cmd/kaas-broker", "k8s.io/apimachinery/pkg/types", "no Kubernetes"},
+		{"topicstate imports apimachinery", "cmd/kaas-operator/topicstate", "k8s.io/apimachinery/pkg/api/meta", "no Kubernetes"},
 		{"engine imports the module root", "engine", kaasModule, "module root"},
 	}
 	for _, tc := range tests {
