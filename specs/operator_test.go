@@ -98,8 +98,10 @@ var _ = Describe("Topic resources on a real API server", Ordered, Label("k8s", "
 
 	It("creates a topic under a new topic ID, Ready only once every partition serves, and Kafka clients see it", func(ctx SpecContext) {
 		name := UniqueName("orders")
+		created := time.Now()
 		Expect(k8s.Create(ctx, newTopic(name, 3, map[string]string{"retention.ms": "86400000"}))).To(Succeed())
 		t := waitReady(ctx, name, 3)
+		reportLatency("Topic create → Ready (3 partitions)", time.Since(created))
 
 		d, ok := readDesired(broker.Dir, name)
 		Expect(ok).To(BeTrue(), "no desired-state file for %s", name)
@@ -216,11 +218,13 @@ var _ = Describe("Topic resources on a real API server", Ordered, Label("k8s", "
 		cl := NewClient(broker)
 		Expect(cl.ProduceSync(ctx, &kgo.Record{Topic: name, Partition: 0, Value: []byte("old incarnation")}).FirstErr()).To(Succeed())
 
+		deleted := time.Now()
 		Expect(k8s.Delete(ctx, getTopic(ctx, name))).To(Succeed())
 		Eventually(func(g Gomega) {
 			err := k8s.Get(ctx, topicKey(name), &kaasv1.Topic{})
 			g.Expect(isNotFound(err)).To(BeTrue(), "resource still there: %v", err)
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+		reportLatency("Topic delete → resource gone, data purged (2 partitions)", time.Since(deleted))
 		// The finalizer is removed only after the topic-delete machine's
 		// last step: the data must be gone the moment the resource is.
 		_, ok := readDesired(broker.Dir, name)
@@ -230,8 +234,10 @@ var _ = Describe("Topic resources on a real API server", Ordered, Label("k8s", "
 		Eventually(func() string { return kafkaTopicID(ctx, name) }).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeEmpty())
 
 		By("recreating the resource under the same name")
+		recreated := time.Now()
 		Expect(k8s.Create(ctx, newTopic(name, 2, nil))).To(Succeed())
 		again := waitReady(ctx, name, 2)
+		reportLatency("Topic recreate → Ready under a new topic ID (2 partitions)", time.Since(recreated))
 		Expect(again.Status.TopicID).NotTo(Equal(old.Status.TopicID), "a recreated resource is a new incarnation")
 		// The record says serving a moment before the broker routes it.
 		Eventually(func() string { return kafkaTopicID(ctx, name) }).WithContext(ctx).WithTimeout(5 * time.Second).Should(Equal(again.Status.TopicID))
@@ -306,3 +312,10 @@ var _ = Describe("Topic resources on a real API server", Ordered, Label("k8s", "
 		}
 	})
 })
+
+// reportLatency prints one of the operator's end-to-end latencies (as
+// seen through the API server, polled every 100 ms or less) for the notes.
+func reportLatency(what string, d time.Duration) {
+	fmt.Printf("OPERATOR %s: %v\n", what, d.Round(time.Millisecond))
+	AddReportEntry(what, d)
+}
