@@ -182,31 +182,30 @@ func (op *operatorProcess) kill() {
 	<-op.done
 }
 
-// helmTemplate renders deploy/kaas with args and returns the manifests.
-func helmTemplate(ctx context.Context, args ...string) []byte {
+// helm runs the built helm with args and returns its stdout; it writes
+// its caches and config under a temp HOME.
+func helm(ctx context.Context, args ...string) []byte {
 	GinkgoHelper()
-	helm := filepath.Join(k8sTools(), "helm")
 	home := GinkgoT().TempDir()
-	full := append([]string{"template", "kaas", filepath.Join(moduleRoot(), "deploy", "kaas"),
-		"--kube-version", k8sVersion}, args...)
-	cmd := exec.CommandContext(ctx, helm, full...)
+	cmd := exec.CommandContext(ctx, filepath.Join(k8sTools(), "helm"), args...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	Expect(cmd.Run()).To(Succeed(), "helm %s:\n%s", strings.Join(full, " "), errb.String())
+	Expect(cmd.Run()).To(Succeed(), "helm %s:\n%s%s", strings.Join(args, " "), out.String(), errb.String())
 	return out.Bytes()
 }
 
-// helmLint runs helm lint --strict on the chart.
-func helmLint(ctx context.Context, args ...string) {
+// helmTemplate renders deploy/kaas with args and returns the manifests.
+func helmTemplate(ctx context.Context, args ...string) []byte {
 	GinkgoHelper()
-	helm := filepath.Join(k8sTools(), "helm")
-	home := GinkgoT().TempDir()
-	full := append([]string{"lint", "--strict", "--kube-version", k8sVersion, filepath.Join(moduleRoot(), "deploy", "kaas")}, args...)
-	cmd := exec.CommandContext(ctx, helm, full...)
-	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
-	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "helm %s:\n%s", strings.Join(full, " "), out)
+	chart := filepath.Join(moduleRoot(), "deploy", "kaas")
+	return helm(ctx, append([]string{"template", "kaas", chart, "--kube-version", k8sVersion}, args...)...)
+}
+
+// helmLint runs helm lint --strict on the chart.
+func helmLint(ctx context.Context) {
+	GinkgoHelper()
+	helm(ctx, "lint", "--strict", "--kube-version", k8sVersion, filepath.Join(moduleRoot(), "deploy", "kaas"))
 }
 
 // decodeManifests splits a multi-document YAML stream into objects.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
 	"github.com/kaas-dev/kaas/engine/groups"
 )
 
@@ -18,17 +19,17 @@ type groupOptions struct {
 }
 
 func (g *groupOptions) register(fs *flag.FlagSet) {
-	fs.DurationVar(&g.initialRebalanceDelay, "group-initial-rebalance-delay", envDuration("KAAS_GROUP_INITIAL_REBALANCE_DELAY", groups.DefaultInitialRebalanceDelay),
+	fs.DurationVar(&g.initialRebalanceDelay, "group-initial-rebalance-delay", envdefault.Duration("KAAS_GROUP_INITIAL_REBALANCE_DELAY", groups.DefaultInitialRebalanceDelay),
 		"how long the first rebalance of an empty group waits for more members (group.initial.rebalance.delay.ms)")
-	fs.DurationVar(&g.minSession, "group-min-session-timeout", envDuration("KAAS_GROUP_MIN_SESSION_TIMEOUT", groups.DefaultMinSessionTimeout),
+	fs.DurationVar(&g.minSession, "group-min-session-timeout", envdefault.Duration("KAAS_GROUP_MIN_SESSION_TIMEOUT", groups.DefaultMinSessionTimeout),
 		"shortest session timeout a member may ask for (group.min.session.timeout.ms)")
-	fs.DurationVar(&g.maxSession, "group-max-session-timeout", envDuration("KAAS_GROUP_MAX_SESSION_TIMEOUT", groups.DefaultMaxSessionTimeout),
+	fs.DurationVar(&g.maxSession, "group-max-session-timeout", envdefault.Duration("KAAS_GROUP_MAX_SESSION_TIMEOUT", groups.DefaultMaxSessionTimeout),
 		"longest session timeout a member may ask for (group.max.session.timeout.ms)")
-	fs.DurationVar(&g.retention, "offsets-retention", envDuration("KAAS_OFFSETS_RETENTION", groups.DefaultOffsetsRetention),
+	fs.DurationVar(&g.retention, "offsets-retention", envdefault.Duration("KAAS_OFFSETS_RETENTION", groups.DefaultOffsetsRetention),
 		"how long the committed offsets of a group without members are kept (offsets.retention.minutes)")
-	fs.DurationVar(&g.check, "offsets-retention-check-interval", envDuration("KAAS_OFFSETS_RETENTION_CHECK_INTERVAL", groups.DefaultRetentionCheck),
+	fs.DurationVar(&g.check, "offsets-retention-check-interval", envdefault.Duration("KAAS_OFFSETS_RETENTION_CHECK_INTERVAL", groups.DefaultRetentionCheck),
 		"how often expired offsets and empty groups are removed (offsets.retention.check.interval.ms)")
-	fs.IntVar(&g.maxSize, "group-max-size", envInt("KAAS_GROUP_MAX_SIZE", groups.DefaultMaxGroupSize),
+	fs.IntVar(&g.maxSize, "group-max-size", envdefault.Int("KAAS_GROUP_MAX_SIZE", groups.DefaultMaxGroupSize),
 		"most members a group may have (group.max.size)")
 }
 

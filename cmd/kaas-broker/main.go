@@ -29,6 +29,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
 	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/volume"
@@ -51,57 +52,32 @@ type options struct {
 	unsafe                                                              unsafeOptions
 }
 
-func envOr(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
-}
-
-func envInt(key string, def int) int {
-	if v, ok := os.LookupEnv(key); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
-}
-
-func envDuration(key string, def time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(key); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
-}
-
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kaas-broker", flag.ContinueOnError)
-	fs.StringVar(&o.data, "data", envOr("KAAS_DATA_DIR", "./kaas-data"), "data directory (KAAS_DATA_DIR)")
-	fs.StringVar(&o.clusterDir, "cluster-dir", envOr("KAAS_CLUSTER_DIR", ""), "cluster directory (KAAS_CLUSTER_DIR; default <data>/__cluster)")
-	fs.IntVar(&o.id, "id", envInt("KAAS_BROKER_ID", 0), "broker ID (KAAS_BROKER_ID)")
-	fs.StringVar(&o.listen, "listen", envOr("KAAS_LISTEN", "127.0.0.1:9092"), "Kafka listener address (KAAS_LISTEN)")
-	fs.StringVar(&o.advertise, "advertise", envOr("KAAS_ADVERTISE", ""), "address advertised to clients (KAAS_ADVERTISE; default the listener's)")
-	fs.StringVar(&o.admin, "admin", envOr("KAAS_ADMIN", "127.0.0.1:9644"), "admin HTTP address for /healthz, /readyz, /status (KAAS_ADMIN; empty disables)")
-	fs.StringVar(&o.zone, "zone", envOr("KAAS_ZONE", ""), "this broker's zone, advertised as its rack (KAAS_ZONE)")
-	fs.BoolVar(&o.autoCreate, "auto-create-topics", envOr("KAAS_AUTO_CREATE_TOPICS", "true") == "true", "create unknown topics on Metadata and Produce (KAAS_AUTO_CREATE_TOPICS)")
-	fs.IntVar(&o.defaultPartitions, "default-partitions", envInt("KAAS_DEFAULT_PARTITIONS", 1), "partitions of auto-created topics (KAAS_DEFAULT_PARTITIONS)")
-	fs.IntVar(&o.maxRequestBytes, "max-request-bytes", envInt("KAAS_MAX_REQUEST_BYTES", 100<<20), "largest request frame accepted (socket.request.max.bytes)")
-	fs.Int64Var(&o.maxQueuedBytes, "max-queued-request-bytes", int64(envInt("KAAS_MAX_QUEUED_REQUEST_BYTES", 512<<20)), "memory budget shared by all request frames being read (queued.max.request.bytes)")
+	fs.StringVar(&o.data, "data", envdefault.String("KAAS_DATA_DIR", "./kaas-data"), "data directory (KAAS_DATA_DIR)")
+	fs.StringVar(&o.clusterDir, "cluster-dir", envdefault.String("KAAS_CLUSTER_DIR", ""), "cluster directory (KAAS_CLUSTER_DIR; default <data>/__cluster)")
+	fs.IntVar(&o.id, "id", envdefault.Int("KAAS_BROKER_ID", 0), "broker ID (KAAS_BROKER_ID)")
+	fs.StringVar(&o.listen, "listen", envdefault.String("KAAS_LISTEN", "127.0.0.1:9092"), "Kafka listener address (KAAS_LISTEN)")
+	fs.StringVar(&o.advertise, "advertise", envdefault.String("KAAS_ADVERTISE", ""), "address advertised to clients (KAAS_ADVERTISE; default the listener's)")
+	fs.StringVar(&o.admin, "admin", envdefault.String("KAAS_ADMIN", "127.0.0.1:9644"), "admin HTTP address for /healthz, /readyz, /status (KAAS_ADMIN; empty disables)")
+	fs.StringVar(&o.zone, "zone", envdefault.String("KAAS_ZONE", ""), "this broker's zone, advertised as its rack (KAAS_ZONE)")
+	fs.BoolVar(&o.autoCreate, "auto-create-topics", envdefault.String("KAAS_AUTO_CREATE_TOPICS", "true") == "true", "create unknown topics on Metadata and Produce (KAAS_AUTO_CREATE_TOPICS)")
+	fs.IntVar(&o.defaultPartitions, "default-partitions", envdefault.Int("KAAS_DEFAULT_PARTITIONS", 1), "partitions of auto-created topics (KAAS_DEFAULT_PARTITIONS)")
+	fs.IntVar(&o.maxRequestBytes, "max-request-bytes", envdefault.Int("KAAS_MAX_REQUEST_BYTES", 100<<20), "largest request frame accepted (socket.request.max.bytes)")
+	fs.Int64Var(&o.maxQueuedBytes, "max-queued-request-bytes", int64(envdefault.Int("KAAS_MAX_QUEUED_REQUEST_BYTES", 512<<20)), "memory budget shared by all request frames being read (queued.max.request.bytes)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
-	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", envDuration("KAAS_HEARTBEAT_INTERVAL", cluster.DefaultHeartbeatInterval), "how often the broker writes its heartbeat and reads the others' and the assignment (KAAS_HEARTBEAT_INTERVAL)")
-	fs.DurationVar(&o.lease, "lease", envDuration("KAAS_LEASE", cluster.DefaultLease), "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
-	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level)")
+	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", envdefault.Duration("KAAS_HEARTBEAT_INTERVAL", cluster.DefaultHeartbeatInterval), "how often the broker writes its heartbeat and reads the others' and the assignment (KAAS_HEARTBEAT_INTERVAL)")
+	fs.DurationVar(&o.lease, "lease", envdefault.Duration("KAAS_LEASE", cluster.DefaultLease), "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
+	fs.IntVar(&o.verbosity, "v", envdefault.Int("KAAS_V", 0), "log verbosity (logr V level)")
 	o.groups.register(fs)
 	o.txns.register(fs)
 	o.retention.register(fs)
 	o.volumeCheck.register(fs)
-	fs.StringVar(&o.faults, "inject-faults", envOr("KAAS_INJECT_FAULTS", ""), "for tests only: fail, delay or stall volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL|DELAY=D|STALL=D[:COUNT[@FIRST][:before|after]],... (see volume/faultfs/spec.go; KAAS_INJECT_FAULTS)")
-	fs.StringVar(&o.crashAtStep, "crash-at-step", envOr("KAAS_CRASH_AT_STEP", ""), "for tests only: exit with status 2 right after a machine step is recorded, KIND:STEP[:OBJECT] (see crashstep.go; KAAS_CRASH_AT_STEP)")
+	fs.StringVar(&o.faults, "inject-faults", envdefault.String("KAAS_INJECT_FAULTS", ""), "for tests only: fail, delay or stall volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL|DELAY=D|STALL=D[:COUNT[@FIRST][:before|after]],... (see volume/faultfs/spec.go; KAAS_INJECT_FAULTS)")
+	fs.StringVar(&o.crashAtStep, "crash-at-step", envdefault.String("KAAS_CRASH_AT_STEP", ""), "for tests only: exit with status 2 right after a machine step is recorded, KIND:STEP[:OBJECT] (see crashstep.go; KAAS_CRASH_AT_STEP)")
 	o.unsafe.register(fs)
-	fs.StringVar(&o.logFormat, "log-format", envOr("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
+	fs.StringVar(&o.logFormat, "log-format", envdefault.String("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

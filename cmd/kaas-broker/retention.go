@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
 	"github.com/kaas-dev/kaas/engine"
 )
 
@@ -16,7 +17,7 @@ type retentionOptions struct {
 }
 
 func (r *retentionOptions) register(fs *flag.FlagSet) {
-	fs.DurationVar(&r.checkInterval, "retention-check-interval", envDuration("KAAS_RETENTION_CHECK_INTERVAL", engine.DefaultRetentionCheckInterval),
+	fs.DurationVar(&r.checkInterval, "retention-check-interval", envdefault.Duration("KAAS_RETENTION_CHECK_INTERVAL", engine.DefaultRetentionCheckInterval),
 		"how often each broker deletes the segments of its partitions that retention.ms or retention.bytes expire (log.retention.check.interval.ms; KAAS_RETENTION_CHECK_INTERVAL)")
 }
 

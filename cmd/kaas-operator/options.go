@@ -7,10 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
 )
 
 type options struct {
@@ -24,40 +25,24 @@ type options struct {
 	verbosity               int
 }
 
-func envOr(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
-}
-
-func envInt(key string, def int) int {
-	if v, ok := os.LookupEnv(key); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
-}
-
 // parseFlags reads the command line. --kubeconfig is controller-runtime's
 // (with KUBECONFIG and the in-cluster config as fallbacks).
 func parseFlags(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kaas-operator", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&o.data, "data", envOr("KAAS_DATA_DIR", "./kaas-data"), "the brokers' data directory (KAAS_DATA_DIR)")
-	fs.StringVar(&o.clusterDir, "cluster-dir", envOr("KAAS_CLUSTER_DIR", ""), "the brokers' cluster directory (KAAS_CLUSTER_DIR; default <data>/__cluster)")
+	fs.StringVar(&o.data, "data", envdefault.String("KAAS_DATA_DIR", "./kaas-data"), "the brokers' data directory (KAAS_DATA_DIR)")
+	fs.StringVar(&o.clusterDir, "cluster-dir", envdefault.String("KAAS_CLUSTER_DIR", ""), "the brokers' cluster directory (KAAS_CLUSTER_DIR; default <data>/__cluster)")
 	config.RegisterFlags(fs)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one active operator among replicas (lease kaas-operator)")
-	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", envOr("POD_NAMESPACE", ""), "namespace of the leader election lease (POD_NAMESPACE; default the pod's own namespace in a cluster)")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", envdefault.String("POD_NAMESPACE", ""), "namespace of the leader election lease (POD_NAMESPACE; default the pod's own namespace in a cluster)")
 	fs.StringVar(&o.namespace, "namespace", "", "watch Topic resources in this namespace only (default: all namespaces)")
 	fs.DurationVar(&o.pollInterval, "status-poll-interval", time.Second, "how often a Topic that is not ready (opening, deleting, failing) is looked at again")
 	fs.DurationVar(&o.resync, "resync-interval", 30*time.Second, "how often a settled Topic is checked against the volume")
-	fs.StringVar(&o.logFormat, "log-format", envOr("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
-	fs.IntVar(&o.verbosity, "v", envInt("KAAS_V", 0), "log verbosity (logr V level; KAAS_V)")
+	fs.StringVar(&o.logFormat, "log-format", envdefault.String("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
+	fs.IntVar(&o.verbosity, "v", envdefault.Int("KAAS_V", 0), "log verbosity (logr V level; KAAS_V)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
