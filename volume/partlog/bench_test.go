@@ -32,6 +32,23 @@ func benchOpen(b *testing.B, fsys volume.FS, dir string) *Log {
 	return l
 }
 
+// benchFilled opens a log and appends and syncs 4096 batches of 16 1-KiB
+// records (64 MiB), returning it and its high watermark.
+func benchFilled(b *testing.B, fsys volume.FS, dir string) (*Log, int64) {
+	b.Helper()
+	l := benchOpen(b, fsys, dir)
+	buf := partlogtest.MakeBatch(16, 1024, 1, -1, -1, -1)
+	for i := 0; i < 4096; i++ {
+		if _, err := l.Append(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := l.Sync(context.Background(), l.LogEndOffset()-1); err != nil {
+		b.Fatal(err)
+	}
+	return l, l.HighWatermark()
+}
+
 // BenchmarkAppendSync: parallel producers each append a batch of 16 1-KiB
 // records and wait for it to be acknowledged, sharing group-commit rounds.
 // It runs on the OS filesystem only: memfs copies the whole file per Sync.
@@ -84,18 +101,8 @@ func BenchmarkRead(b *testing.B) {
 	for name, mk := range benchFS(b) {
 		b.Run(name, func(b *testing.B) {
 			fsys, dir := mk()
-			l := benchOpen(b, fsys, dir)
+			l, hw := benchFilled(b, fsys, dir)
 			defer l.Close()
-			buf := partlogtest.MakeBatch(16, 1024, 1, -1, -1, -1)
-			for i := 0; i < 4096; i++ {
-				if _, err := l.Append(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := l.Sync(context.Background(), l.LogEndOffset()-1); err != nil {
-				b.Fatal(err)
-			}
-			hw := l.HighWatermark()
 			rng := rand.New(rand.NewPCG(1, 2))
 			dst := make([]byte, 0, 2<<20)
 			b.ReportAllocs()
