@@ -154,3 +154,19 @@ func ValidTopicName(name string) error {
 	}
 	return nil
 }
+
+// validateTopic checks what a new or declared topic asks for: its name,
+// its partition count (1 to MaxPartitions) and its configs, with the
+// errors the front end maps to Kafka codes.
+func validateTopic(name string, partitions int32, configs map[string]string) error {
+	if err := ValidTopicName(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidTopic, err)
+	}
+	if partitions < 1 || partitions > MaxPartitions {
+		return fmt.Errorf("%w: %d (must be between 1 and %d)", ErrInvalidPartitions, partitions, MaxPartitions)
+	}
+	if err := ValidateTopicConfigs(configs); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return nil
+}

@@ -1088,17 +1088,11 @@ type CreateTopicRequest struct {
 
 // CreateTopic writes the desired state of a new topic incarnation.
 func (e *Engine) CreateTopic(req CreateTopicRequest) (TopicSpec, error) {
-	if err := ValidTopicName(req.Name); err != nil {
-		return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidTopic, err)
-	}
 	if req.Partitions == -1 {
 		req.Partitions = e.cfg.DefaultPartitions
 	}
-	if req.Partitions < 1 || req.Partitions > 100000 {
-		return TopicSpec{}, fmt.Errorf("%w: %d (must be between 1 and 100000)", ErrInvalidPartitions, req.Partitions)
-	}
-	if err := ValidateTopicConfigs(req.Configs); err != nil {
-		return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	if err := validateTopic(req.Name, req.Partitions, req.Configs); err != nil {
+		return TopicSpec{}, err
 	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()

@@ -58,14 +58,8 @@ func EnsureTopic(fsys volume.FS, clusterDir string, want ManagedTopic) (TopicSpe
 	if want.ManagedBy == "" {
 		return TopicSpec{}, errors.New("EnsureTopic needs ManagedBy")
 	}
-	if err := ValidTopicName(want.Name); err != nil {
-		return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidTopic, err)
-	}
-	if want.Partitions < 1 || want.Partitions > MaxPartitions {
-		return TopicSpec{}, fmt.Errorf("%w: %d (must be between 1 and %d)", ErrInvalidPartitions, want.Partitions, MaxPartitions)
-	}
-	if err := ValidateTopicConfigs(want.Configs); err != nil {
-		return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	if err := validateTopic(want.Name, want.Partitions, want.Configs); err != nil {
+		return TopicSpec{}, err
 	}
 	configs := maps.Clone(want.Configs)
 	if len(configs) == 0 {
