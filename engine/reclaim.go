@@ -152,7 +152,15 @@ func (e *Engine) sweepTrash(ctx context.Context) error {
 		if !ok {
 			continue // not kaas's
 		}
-		running, err := e.machineRunning(topic, id)
+		var running bool
+		var err error
+		if topic != "" {
+			running, err = e.machineRunning(topic, id)
+		} else {
+			// A shortened name (a long topic name): the machine's record
+			// names the topic.
+			topic, running, err = e.machineRunningFor(ent.Name(), id)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -162,19 +170,22 @@ func (e *Engine) sweepTrash(ctx context.Context) error {
 			e.queue.Add(topicKey(topic))
 			continue
 		}
-		if err := states.PurgeTrash(e.fsys, e.cfg.DataDir, topic, id); err != nil {
+		if err := states.PurgeTrashEntry(e.fsys, e.cfg.DataDir, ent.Name()); err != nil {
 			errs = append(errs, fmt.Errorf("trash sweep: %w", err))
 			continue
 		}
-		e.log.Info("trash sweep removed a leftover incarnation", "topic", topic, "topicID", id)
+		e.log.Info("trash sweep removed a leftover incarnation", "entry", ent.Name(), "topic", topic, "topicID", id)
 	}
 	return errors.Join(errs...)
 }
 
+// trashMachines are the machines that move a topic directory into the trash.
+var trashMachines = []states.Definition{states.TopicDelete, states.DirectoryReclaim}
+
 // machineRunning reports whether a topic-delete or directory-reclaim of
 // incarnation id of topic is recorded and has not reached its end.
 func (e *Engine) machineRunning(topic, id string) (bool, error) {
-	for _, def := range []states.Definition{states.TopicDelete, states.DirectoryReclaim} {
+	for _, def := range trashMachines {
 		rec, err := states.Load(e.fsys, e.cfg.ClusterDir, def.Kind, topic)
 		if err != nil {
 			return false, err
@@ -184,6 +195,29 @@ func (e *Engine) machineRunning(topic, id string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// machineRunningFor is machineRunning for the trash entry called entry,
+// whose name does not carry its topic whole: it looks for a record of
+// incarnation id (the ID is the identity) whose trash entry is this one,
+// and returns its topic, or "" when no machine names the entry.
+func (e *Engine) machineRunningFor(entry, id string) (topic string, running bool, err error) {
+	for _, def := range trashMachines {
+		recs, err := states.LoadKind(e.fsys, e.cfg.ClusterDir, def.Kind)
+		if err != nil {
+			return "", false, err
+		}
+		for _, rec := range recs {
+			if rec.TopicID != id || path.Base(states.TrashPath(e.cfg.DataDir, rec.Object, id)) != entry {
+				continue
+			}
+			topic = rec.Object
+			if rec.State != def.End {
+				return topic, true, nil
+			}
+		}
+	}
+	return topic, false, nil
 }
 
 // stampWaitHint is the error of a partition open that met another

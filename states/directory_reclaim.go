@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -71,16 +72,20 @@ func readStampFile(fsys volume.FS, p string) (Stamp, error) {
 // but cannot be parsed (a create interrupted before its data was synced).
 func IsTornStamp(err error) bool { return errors.Is(err, errTornStamp) }
 
-// TrashEntry names what a trash entry holds: the topic and the topic ID of
-// the incarnation moved aside. ok is false for names kaas did not make.
+// TrashEntry names what a trash entry holds: the topic ID of the
+// incarnation moved aside, and its topic when the name carries it whole.
+// For a shortened name (TrashPath, a topic name too long to fit) topic is
+// "": the entry's stamp and its machine's record name it. ok is false for
+// names kaas did not make.
 func TrashEntry(name string) (topic, topicID string, ok bool) {
-	for i := len(name) - 1; i > 0; i-- {
-		if name[i] == '~' {
-			if i == len(name)-1 {
-				return "", "", false
-			}
-			return name[:i], name[i+1:], true
-		}
+	i := strings.LastIndexByte(name, '~')
+	if i <= 0 || i == len(name)-1 {
+		return "", "", false
 	}
-	return "", "", false
+	topic, topicID = name[:i], name[i+1:]
+	if strings.IndexByte(topic, '~') >= 0 {
+		// Topic names have no '~': this is the shortened form.
+		return "", topicID, true
+	}
+	return topic, topicID, true
 }

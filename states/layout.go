@@ -3,6 +3,8 @@ package states
 import (
 	"path"
 	"strconv"
+
+	"github.com/kaas-dev/kaas/volume"
 )
 
 // The layout of the data volume (docs/volume-layout.md has the whole tree):
@@ -30,10 +32,15 @@ func PartitionDir(dataDir, topic string, partition int32) string {
 // StampPath is the topic-ID stamp of a topic directory.
 func StampPath(dataDir, topic string) string { return path.Join(TopicDir(dataDir, topic), StampFile) }
 
-// TrashPath is where a deleted incarnation is moved aside. The topic ID in
-// the name keeps two incarnations of one name apart.
+// TrashPath is where a deleted incarnation is moved aside:
+// trash/<topic>~<topicID>. The topic ID in the name keeps two incarnations
+// of one name apart. A topic name too long for that to fit NAME_MAX (from
+// 219 characters, with a 36-character ID) is shortened by volume.FitName:
+// trash/<topic cut short>~<hash of the topic>~<topicID>, which still ends
+// in the ID; the full topic is in the entry's stamp and in its machine's
+// record.
 func TrashPath(dataDir, topic, topicID string) string {
-	return path.Join(dataDir, TrashDir, topic+"~"+topicID)
+	return path.Join(dataDir, TrashDir, volume.FitName(topic, "~"+topicID))
 }
 
 // PartitionObject names a partition in records and status.

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/kaas-dev/kaas/volume"
@@ -39,8 +40,12 @@ type Record struct {
 const StatusDir = "status"
 
 // RecordPath is the file of one record: status/<kind>/<escaped object>.json.
+// An object too long for that to fit NAME_MAX (a partition of a topic of
+// 243 to 249 characters) is shortened by volume.FitName:
+// <escaped object cut short>~<hash of it>.json. The record holds its
+// object, so LoadAll reads it from there, and Load checks it.
 func RecordPath(clusterDir, kind, object string) string {
-	return path.Join(clusterDir, StatusDir, kind, url.PathEscape(object)+".json")
+	return path.Join(clusterDir, StatusDir, kind, volume.FitName(url.PathEscape(object), ".json"))
 }
 
 // Save writes rec atomically, after making its kind's directory exist
@@ -75,16 +80,33 @@ func SaveInStatusDir(fsys volume.FS, clusterDir string, rec *Record) error {
 
 // Load reads one record; a missing record is (nil, nil).
 func Load(fsys volume.FS, clusterDir, kind, object string) (*Record, error) {
-	b, err := volume.ReadFile(fsys, RecordPath(clusterDir, kind, object))
+	rec, err := readRecord(fsys, RecordPath(clusterDir, kind, object))
+	if err != nil {
+		return nil, fmt.Errorf("record %s %s: %w", kind, object, err)
+	}
+	if rec == nil {
+		return nil, nil
+	}
+	if rec.Object != "" && rec.Object != object {
+		// A file name is not an identity: never hand out another
+		// object's record.
+		return nil, fmt.Errorf("record %s %s: the file holds the record of %q", kind, object, rec.Object)
+	}
+	return rec, nil
+}
+
+// readRecord reads the record file p; a missing one is (nil, nil).
+func readRecord(fsys volume.FS, p string) (*Record, error) {
+	b, err := volume.ReadFile(fsys, p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read record %s %s: %w", kind, object, err)
+		return nil, err
 	}
 	var rec Record
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("decode record %s %s: %w", kind, object, err)
+		return nil, fmt.Errorf("decode %s: %w", p, err)
 	}
 	return &rec, nil
 }
@@ -120,27 +142,11 @@ func LoadAll(fsys volume.FS, clusterDir string) ([]Record, error) {
 		if !k.IsDir() {
 			continue
 		}
-		files, err := fsys.ReadDir(path.Join(root, k.Name()))
+		recs, err := LoadKind(fsys, clusterDir, k.Name())
 		if err != nil {
-			return nil, fmt.Errorf("list status %s: %w", k.Name(), err)
+			return nil, err
 		}
-		for _, f := range files {
-			name := f.Name()
-			if volume.IsTempName(name) || path.Ext(name) != ".json" {
-				continue
-			}
-			object, err := url.PathUnescape(name[:len(name)-len(".json")])
-			if err != nil {
-				continue
-			}
-			rec, err := Load(fsys, clusterDir, k.Name(), object)
-			if err != nil {
-				return nil, err
-			}
-			if rec != nil {
-				out = append(out, *rec)
-			}
-		}
+		out = append(out, recs...)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
@@ -148,5 +154,46 @@ func LoadAll(fsys volume.FS, clusterDir string) ([]Record, error) {
 		}
 		return out[i].Object < out[j].Object
 	})
+	return out, nil
+}
+
+// LoadKind reads every record of one kind, sorted by object. The object
+// comes from the record itself (a shortened file name does not name it);
+// a record written without one (none is) falls back to the file name.
+func LoadKind(fsys volume.FS, clusterDir, kind string) ([]Record, error) {
+	dir := path.Join(clusterDir, StatusDir, kind)
+	files, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list status %s: %w", kind, err)
+	}
+	var out []Record
+	for _, f := range files {
+		name := f.Name()
+		if volume.IsTempName(name) || path.Ext(name) != ".json" {
+			continue
+		}
+		rec, err := readRecord(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("record %s %s: %w", kind, name, err)
+		}
+		if rec == nil {
+			continue // removed since the listing
+		}
+		if rec.Object == "" {
+			object, err := url.PathUnescape(strings.TrimSuffix(name, ".json"))
+			if err != nil {
+				continue
+			}
+			rec.Object = object
+		}
+		if rec.Kind == "" {
+			rec.Kind = kind
+		}
+		out = append(out, *rec)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Object < out[j].Object })
 	return out, nil
 }

@@ -22,9 +22,12 @@ import (
 const (
 	sweepData    = "data"
 	sweepCluster = "data/__cluster"
-	sweepTopic   = "orders"
 	sweepTopicID = "7b0e3c1a-0000-4000-8000-000000000001"
 )
+
+// sweepTopic is the topic every scenario works on; TestCrashSweepLongTopicName
+// replaces it with a name of Kafka's maximum length.
+var sweepTopic = "orders"
 
 var sweepNow = func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) }
 

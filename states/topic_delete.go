@@ -53,7 +53,22 @@ func TopicDeleteActions(fsys volume.FS, dataDir, topic, topicID string, releaseF
 // that lost a race moved the wrong directory: it needs a human, and the
 // error says so). Absent is success.
 func PurgeTrash(fsys volume.FS, dataDir, topic, topicID string) error {
-	trash := TrashPath(dataDir, topic, topicID)
+	return purgeTrash(fsys, TrashPath(dataDir, topic, topicID), topicID)
+}
+
+// PurgeTrashEntry is PurgeTrash for the trash entry called name (one that
+// TrashEntry parses), for a sweep that knows the entry but not its topic
+// (a shortened name). The ID in the name decides, as in PurgeTrash.
+func PurgeTrashEntry(fsys volume.FS, dataDir, name string) error {
+	_, topicID, ok := TrashEntry(name)
+	if !ok || path.Base(name) != name {
+		return fmt.Errorf("purge trash entry %q: not a name kaas makes", name)
+	}
+	return purgeTrash(fsys, path.Join(dataDir, TrashDir, name), topicID)
+}
+
+// purgeTrash removes the trash entry at path trash of incarnation topicID.
+func purgeTrash(fsys volume.FS, trash, topicID string) error {
 	if st, err := readStampFile(fsys, path.Join(trash, StampFile)); err == nil && st.TopicID != topicID {
 		return fmt.Errorf("%w: trash entry %s is stamped %s, not %s: refusing to remove it", ErrStampMismatch, trash, st.TopicID, topicID)
 	}

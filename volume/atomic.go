@@ -13,7 +13,10 @@ import (
 )
 
 // tempMarker separates the target's base name from the random suffix in the
-// names of WriteFileAtomic's temp files: ".<base>.tmp-<16 hex digits>".
+// names of WriteFileAtomic's temp files: ".<base>.tmp-<16 hex digits>". A
+// base too long for that to fit NameMax is shortened as FitName does
+// (".<base cut short>~<hash of base>.tmp-<16 hex digits>"), so that a temp
+// file can be created beside any target that fits.
 const (
 	tempMarker    = ".tmp-"
 	tempHexDigits = 16
@@ -30,32 +33,50 @@ const (
 // been applied.
 var ErrNotReplaced = errors.New("target not replaced")
 
+// tempPrefix is what every temp name of base starts with, up to the
+// random suffix: "." + base + ".tmp-", shortened to fit NameMax.
+func tempPrefix(base string) string {
+	return "." + fitName(base, tempMarker, NameMax-1-tempHexDigits)
+}
+
 // tempName returns a fresh temp name for base (a base name, not a path) in
-// the format IsTempName recognises.
+// the format IsTempName and IsTempNameOf recognise.
 func tempName(base string) (string, error) {
 	var b [tempHexDigits / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("random temp suffix: %w", err)
 	}
-	return "." + base + tempMarker + hex.EncodeToString(b[:]), nil
+	return tempPrefix(base) + hex.EncodeToString(b[:]), nil
 }
 
-// IsTempName reports whether base (a base name, not a path) is a temp file
+// IsTempName reports whether name (a base name, not a path) is a temp file
 // left by WriteFileAtomic: a crash between its create and its rename leaves
 // one behind, and whoever owns the directory sweeps them.
-func IsTempName(base string) bool {
-	if !strings.HasPrefix(base, ".") {
+func IsTempName(name string) bool {
+	if !strings.HasPrefix(name, ".") {
 		return false
 	}
-	i := strings.LastIndex(base, tempMarker)
+	i := strings.LastIndex(name, tempMarker)
 	if i <= 1 { // the original base name must be non-empty
 		return false
 	}
-	suffix := base[i+len(tempMarker):]
-	if len(suffix) != tempHexDigits {
+	return isTempSuffix(name[i+len(tempMarker):])
+}
+
+// IsTempNameOf reports whether name (a base name) is a temp file that
+// WriteFileAtomic left while replacing base: what a sweeper that owns one
+// file, not the whole directory, removes.
+func IsTempNameOf(name, base string) bool {
+	prefix := tempPrefix(base)
+	return strings.HasPrefix(name, prefix) && isTempSuffix(name[len(prefix):])
+}
+
+// isTempSuffix reports whether s is a temp name's random suffix.
+func isTempSuffix(s string) bool {
+	if len(s) != tempHexDigits {
 		return false
 	}
-	for _, c := range suffix {
+	for _, c := range s {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return false
 		}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -89,6 +90,26 @@ func TestConformance(t *testing.T) {
 			wantErr(t, "mkdir", fsys.MkdirAll(p("f/g"), 0o755), syscall.ENOTDIR)
 			_, err = fsys.ReadDir(p("f"))
 			wantErr(t, "readdir", err, syscall.ENOTDIR)
+		}},
+		{"name longer than NAME_MAX", func(t *testing.T, fsys volume.FS, p func(string) string) {
+			fits, long := strings.Repeat("n", volume.NameMax), strings.Repeat("n", volume.NameMax+1)
+			mustWrite(t, fsys, p(fits), "x")
+			if got := mustRead(t, fsys, p(fits)); got != "x" {
+				t.Fatalf("read %q", got)
+			}
+			_, err := fsys.Create(p(long))
+			wantErr(t, "create", err, syscall.ENAMETOOLONG)
+			_, err = fsys.CreateExclusive(p(long))
+			wantErr(t, "create exclusive", err, syscall.ENAMETOOLONG)
+			_, err = fsys.Open(p(long))
+			wantErr(t, "open", err, syscall.ENAMETOOLONG)
+			_, err = fsys.Stat(p(long))
+			wantErr(t, "stat", err, syscall.ENAMETOOLONG)
+			wantErr(t, "mkdir", fsys.MkdirAll(p(long+"/sub"), 0o755), syscall.ENAMETOOLONG)
+			wantErr(t, "rename", fsys.Rename(p(fits), p(long)), syscall.ENAMETOOLONG)
+			wantErr(t, "remove", fsys.Remove(p(long)), syscall.ENAMETOOLONG)
+			_, err = fsys.ReadDir(p(long))
+			wantErr(t, "readdir", err, syscall.ENAMETOOLONG)
 		}},
 		{"create exclusive", func(t *testing.T, fsys volume.FS, p func(string) string) {
 			f, err := fsys.CreateExclusive(p("claim"))

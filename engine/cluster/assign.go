@@ -8,7 +8,6 @@ import (
 	"hash/fnv"
 	"path"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/kaas-dev/kaas/volume"
@@ -241,9 +240,8 @@ func sweepAssignmentTemps(fsys volume.FS, clusterDir string) {
 	if err != nil {
 		return
 	}
-	prefix := "." + AssignmentFile + ".tmp-"
 	for _, e := range ents {
-		if volume.IsTempName(e.Name()) && strings.HasPrefix(e.Name(), prefix) {
+		if volume.IsTempNameOf(e.Name(), AssignmentFile) {
 			_ = fsys.Remove(path.Join(clusterDir, e.Name()))
 		}
 	}

@@ -9,7 +9,9 @@
 // Paths are cleaned with path.Clean and resolved against a single root:
 // "a/b", "/a/b" and "./a//b" name the same file. Errors are *fs.PathError
 // wrapping the errno Linux would return, so errors.Is(err, fs.ErrNotExist)
-// and friends hold where the os package would make them hold.
+// and friends hold where the os package would make them hold. A path
+// component longer than NAME_MAX (255 bytes) fails with ENAMETOOLONG, as on
+// Linux.
 package memfs
 
 import (
@@ -108,6 +110,19 @@ func split(name string) []string {
 	return strings.Split(p[1:], "/")
 }
 
+// components is split, refusing a component longer than NAME_MAX with
+// ENAMETOOLONG, as every call on Linux does: code that derives a name too
+// long for a real filesystem fails here too.
+func components(op, name string) ([]string, error) {
+	parts := split(name)
+	for _, p := range parts {
+		if len(p) > volume.NameMax {
+			return nil, pathErr(op, name, syscall.ENAMETOOLONG)
+		}
+	}
+	return parts, nil
+}
+
 func pathErr(op, name string, err error) error {
 	return &fs.PathError{Op: op, Path: name, Err: err}
 }
@@ -116,7 +131,10 @@ func pathErr(op, name string, err error) error {
 // returns that directory and the last component ("" for the root).
 // Called with m.mu held.
 func (m *FS) walk(op, name string) (*node, string, error) {
-	parts := split(name)
+	parts, err := components(op, name)
+	if err != nil {
+		return nil, "", err
+	}
 	if len(parts) == 0 {
 		return nil, "", nil
 	}
@@ -300,10 +318,14 @@ func (m *FS) MkdirAll(name string, perm fs.FileMode) error {
 	if perm == 0 {
 		perm = dirPerm
 	}
+	parts, err := components("mkdir", name)
+	if err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d := m.root
-	for _, p := range split(name) {
+	for _, p := range parts {
 		next, ok := d.entries[p]
 		if !ok {
 			next = newDir(perm.Perm())
