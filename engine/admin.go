@@ -211,6 +211,9 @@ func (e *Engine) CreatePartitions(name string, count int32, validateOnly bool) (
 		case count > MaxPartitions:
 			return fmt.Errorf("%w: %d partitions is above the limit of %d", ErrInvalidPartitions, count, MaxPartitions)
 		}
+		if err := e.checkPartitionBudget(int64(count - s.Partitions)); err != nil {
+			return err
+		}
 		s.Partitions = count
 		return nil
 	})

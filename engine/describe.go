@@ -2,10 +2,17 @@ package engine
 
 // BrokerStatus is what /status reports and `kaasctl topics --admin` reads.
 type BrokerStatus struct {
-	BrokerID  int32         `json:"brokerID"`
-	ClusterID string        `json:"clusterID"`
-	Ready     bool          `json:"ready"`
-	Topics    []TopicStatus `json:"topics"`
+	BrokerID  int32  `json:"brokerID"`
+	ClusterID string `json:"clusterID"`
+	Ready     bool   `json:"ready"`
+	// NotReady says why the broker is not ready (Engine.Readiness).
+	NotReady string `json:"notReady,omitempty"`
+	// PartitionBudget is how many partitions this broker holds open at
+	// most (--max-partitions-per-broker; 0: no budget), PartitionsOpen how
+	// many hold log handles now.
+	PartitionBudget int           `json:"partitionBudget,omitempty"`
+	PartitionsOpen  int64         `json:"partitionsOpen"`
+	Topics          []TopicStatus `json:"topics"`
 	// CoordinatorShards are the group-coordinator shards this broker
 	// serves.
 	CoordinatorShards []ShardStatus `json:"coordinatorShards,omitempty"`
@@ -43,7 +50,9 @@ type PartitionStatus struct {
 
 // Describe reports the broker's live topics and partitions.
 func (e *Engine) Describe() BrokerStatus {
-	st := BrokerStatus{BrokerID: e.cfg.BrokerID, ClusterID: e.clusterID, Ready: e.Ready()}
+	st := BrokerStatus{BrokerID: e.cfg.BrokerID, ClusterID: e.clusterID,
+		PartitionBudget: e.cfg.MaxPartitionsPerBroker, PartitionsOpen: e.openSlots.Load()}
+	st.Ready, st.NotReady = e.Readiness()
 	e.shardMu.RLock()
 	shards := e.shards // copied: no other lock is taken under shardMu
 	e.shardMu.RUnlock()
@@ -73,6 +82,13 @@ func (e *Engine) Describe() BrokerStatus {
 				if err := lg.Err(); err != nil {
 					ps.Error = err.Error()
 				}
+			} else {
+				// Assigned here and not served: why its last open failed.
+				e.clMu.RLock()
+				if f, ok := e.openFailureLocked(openKey(v.spec.Name, int32(i), v.spec.ID)); ok {
+					ps.Error = f.err
+				}
+				e.clMu.RUnlock()
 			}
 			ts.Partitions = append(ts.Partitions, ps)
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path"
 	"sort"
 	"strconv"
@@ -95,6 +96,16 @@ type Config struct {
 	// transaction open) whose last write is older than this, at snapshots
 	// and opens (producer.id.expiration.ms). Zero: never.
 	ProducerIDExpiration time.Duration
+	// MaxProducersPerPartition caps a partition's producer entries, the
+	// least recently used idle one evicted first (producerbound.go).
+	// Default DefaultMaxProducersPerPartition.
+	MaxProducersPerPartition int
+	// MaxPartitionsPerBroker is how many partitions this broker holds open
+	// at most (the partitions of its file-descriptor budget): opens beyond
+	// it wait (partitionbudget.go), and admin changes that would make the
+	// cluster hold more than its brokers' budgets together are refused.
+	// Zero: no budget.
+	MaxPartitionsPerBroker int
 	// Peers sends requests to other brokers: transaction markers to
 	// partition owners, and verifications to transaction coordinators.
 	// Nil: a single broker, or transactions across brokers fail.
@@ -138,6 +149,7 @@ type Engine struct {
 	// engine/cluster, driven by clusterLoop.
 	incarnation string
 	hb          *cluster.Heartbeater
+	guard       startGuard // one process per broker ID (startcheck.go)
 	obs         *cluster.Observer
 	elector     *cluster.Elector
 	areader     *cluster.AssignmentReader
@@ -156,6 +168,12 @@ type Engine struct {
 	// the heartbeat lists them as open already, so the controller does not
 	// release (and rename away) a topic under an open that has begun.
 	opening map[string]bool
+	// openErrs holds, by openKey, why a partition assigned here is not
+	// served (its last open failed); partitionbudget.go.
+	openErrs map[string]openFailure
+	// openSlots counts the partitions holding or opening log handles,
+	// bounded by Config.MaxPartitionsPerBroker (partitionbudget.go).
+	openSlots atomic.Int64
 	// statusDirs holds the record kinds whose status directory this
 	// process has made durable (states.EnsureStatusDir).
 	statusDirs sync.Map
@@ -218,6 +236,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Lease <= 0 {
 		cfg.Lease = cluster.DefaultLease
 	}
+	if cfg.MaxProducersPerPartition <= 0 {
+		cfg.MaxProducersPerPartition = DefaultMaxProducersPerPartition
+	}
 	e := &Engine{
 		cfg:      cfg,
 		fsys:     cfg.FS,
@@ -235,9 +256,11 @@ func New(cfg Config) (*Engine, error) {
 		reopen:      map[string]reopenRequest{},
 		fenced:      map[string]int32{},
 		opening:     map[string]bool{},
+		openErrs:    map[string]openFailure{},
 	}
 	e.hb = cluster.NewHeartbeater(e.fsys, cfg.ClusterDir, cluster.Heartbeat{BrokerID: cfg.BrokerID,
-		KafkaAddr: cfg.KafkaAddr, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation})
+		KafkaAddr: cfg.KafkaAddr, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation,
+		MaxPartitions: int32(min(cfg.MaxPartitionsPerBroker, math.MaxInt32))})
 	e.hb.SetWallClock(cfg.Now)
 	e.obs = cluster.NewObserver(cfg.Lease, nil)
 	if cfg.UnsafeCompareWallClocks {
@@ -318,8 +341,16 @@ func (e *Engine) BrokerID() int32 { return e.cfg.BrokerID }
 
 // Run takes part in the cluster and reconciles until ctx ends, then
 // releases every partition (fsync, producer snapshot, handles closed),
-// writes a last heartbeat marked leaving, and returns.
+// writes a last heartbeat marked leaving, and returns. It runs StartCheck
+// first if the caller has not, and stops with a *cluster.SupplantedError
+// (writing no leaving mark) when another process writes this broker's
+// heartbeat (startcheck.go).
 func (e *Engine) Run(ctx context.Context) error {
+	if err := e.StartCheck(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := e.guardRun(ctx)
+	defer cancel(nil)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -351,6 +382,10 @@ loop:
 	}
 	wg.Wait()
 	err := errors.Join(e.closeAll(), e.closeShards())
+	if serr := supplantedCause(ctx); serr != nil {
+		// The heartbeat file is the other process's now: no leaving mark.
+		return errors.Join(serr, err)
+	}
 	e.hb.SetOpen(nil)
 	if lerr := e.hb.Leave(); lerr != nil {
 		e.log.Error(lerr, "leaving heartbeat failed; the others wait out the lease")
@@ -443,6 +478,7 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 		if !mine {
 			// Not ours (or not assigned yet): release it if we hold it.
 			errs[p] = e.release(spec, p)
+			e.noteOpen(openKey(spec.Name, p, spec.ID), nil)
 			continue
 		}
 		if cur := e.servingPartition(spec.Name, spec.ID, p); !prepared && (cur == nil || cur.Epoch() != owner.LeaderEpoch) {
@@ -457,6 +493,7 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 		}
 		g.Go(func() error {
 			errs[p] = e.driveOpen(ctx, spec, p, owner.LeaderEpoch)
+			e.noteOpen(openKey(spec.Name, p, spec.ID), errs[p])
 			return nil
 		})
 	}
@@ -589,6 +626,9 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 		return fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch)
 	}
 	if cur == nil {
+		if err := e.stillOverBudget(openKey(spec.Name, index, spec.ID), fmt.Sprintf("%s/%d", spec.Name, index)); err != nil {
+			return err // recorded already: no volume I/O while it waits
+		}
 		if r, ok := e.pendingReopen(spec.ID, spec.Name, index); ok && r.epoch == epoch {
 			return fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch)
 		}
@@ -726,6 +766,11 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 	if rec.FencedFrom != nil {
 		previous = append(previous, *rec.FencedFrom)
 	}
+	// Within the budget only: the fds beyond it belong to clients and the
+	// control plane.
+	if err := e.takeOpenSlot(fmt.Sprintf("%s/%d", spec.Name, index)); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	lg, err := partlog.Open(e.fsys, dir, partlog.Config{
 		Epoch:                  epoch,
@@ -740,16 +785,18 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 		Logger:                 e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
 	})
 	if err != nil {
+		e.releaseOpenSlot()
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	opened := time.Since(start)
-	ps, replayed, err := loadProducerState(e.fsys, dir, lg)
+	ps, replayed, err := loadProducerState(e.fsys, dir, lg, e.cfg.MaxProducersPerPartition)
 	if err != nil {
 		_ = lg.Close()
+		e.releaseOpenSlot()
 		return nil, err
 	}
 	p := &Partition{Topic: spec.Name, Index: index, TopicID: spec.ID, fsys: e.fsys, dir: dir, log: lg,
-		producers: ps, onFailure: e.partitionFailed,
+		producers: ps, onFailure: e.partitionFailed, onClosed: e.releaseOpenSlot,
 		expireProducers: e.cfg.ProducerIDExpiration, now: e.cfg.Now,
 		logger: e.log.WithValues("topic", spec.Name, "partition", index)}
 	p.mu.Lock()
@@ -831,6 +878,7 @@ func (e *Engine) dropTopic(name, id string) error {
 	delete(e.topics, name)
 	delete(e.topicIDs, t.spec.ID)
 	e.mu.Unlock()
+	e.forgetOpens(name, t.spec.ID)
 	e.broadcast()
 	var errs []error
 	for _, p := range t.parts {
@@ -1043,6 +1091,9 @@ func (e *Engine) Partition(name string, index int32) (*Partition, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	t := e.topics[name]
+	if t == nil && reservedTopics[name] {
+		return nil, fmt.Errorf("%w: cannot append to or fetch from internal topic %s: kaas keeps that state in its coordinator shards", ErrInvalidTopic, name)
+	}
 	if t == nil || t.spec.Deleted || index < 0 || index >= int32(len(t.parts)) {
 		return nil, fmt.Errorf("%w: %s/%d", ErrUnknownTopic, name, index)
 	}
@@ -1106,6 +1157,9 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (TopicSpec, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return TopicSpec{}, err
 	}
+	if err := e.checkPartitionBudget(int64(req.Partitions)); err != nil {
+		return TopicSpec{}, err
+	}
 	spec := TopicSpec{Name: req.Name, ID: uuid.NewString(), Partitions: req.Partitions, Configs: req.Configs, Generation: 1}
 	if req.ValidateOnly {
 		return spec, nil
@@ -1164,6 +1218,9 @@ func (e *Engine) AutoCreateEnabled() bool { return e.cfg.AutoCreateTopics }
 
 // DeleteTopic marks a topic incarnation deleted; the reconciler removes it.
 func (e *Engine) DeleteTopic(name string) (TopicSpec, error) {
+	if reservedTopics[name] {
+		return TopicSpec{}, fmt.Errorf("%w: internal topic %s cannot be deleted", ErrInvalidTopic, name)
+	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
 	spec, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
@@ -1237,6 +1294,14 @@ func (e *Engine) WaitDeleted(ctx context.Context, name, id string) bool {
 // assigns to this broker, of every live topic, is served at its assigned
 // leader epoch.
 func (e *Engine) Ready() bool {
+	ready, _ := e.Readiness()
+	return ready
+}
+
+// Readiness is Ready with, when not ready, the reason: how many of the
+// partitions assigned here are not served, and why (over the partition
+// budget, out of file descriptors, still opening or failing).
+func (e *Engine) Readiness() (bool, string) {
 	// The shards are copied before mu and clMu are taken: shardMu is
 	// never held while another engine lock is taken.
 	e.shardMu.RLock()
@@ -1247,25 +1312,54 @@ func (e *Engine) Ready() bool {
 	e.clMu.RLock()
 	defer e.clMu.RUnlock()
 	if e.assign == nil {
-		return false
+		return false, "no partition assignment read yet"
 	}
+	var assigned, unserved, overBudget, noFDs int
 	for _, t := range e.topics {
 		if t.spec.Deleted {
 			continue
 		}
 		for i, p := range t.parts {
 			o, mine, _ := e.ownerOfLocked(t.spec.ID, int32(i))
-			if mine && (p == nil || p.Epoch() != o.LeaderEpoch) {
-				return false
+			if !mine {
+				continue
+			}
+			assigned++
+			if p == nil || p.Epoch() != o.LeaderEpoch {
+				unserved++
+				f, _ := e.openFailureLocked(openKey(t.spec.Name, int32(i), t.spec.ID))
+				if f.overBudget {
+					overBudget++
+				} else if f.noFDs {
+					noFDs++
+				}
 			}
 		}
 	}
+	shardsDown := 0
 	for i, s := range shards {
 		if o, mine, _ := e.ownerOfLocked(GroupsTopicID, int32(i)); mine && (s == nil || s.epoch != o.LeaderEpoch) {
-			return false
+			shardsDown++
 		}
 	}
-	return true
+	if unserved == 0 && shardsDown == 0 {
+		return true, ""
+	}
+	var why []string
+	if unserved > 0 {
+		msg := fmt.Sprintf("%d of the %d partitions assigned to this broker are not served", unserved, assigned)
+		if open, budget := e.openSlots.Load(), int64(e.cfg.MaxPartitionsPerBroker); overBudget > 0 || (budget > 0 && open >= budget) {
+			msg += fmt.Sprintf(": it holds %d open, all of its partition budget (--max-partitions-per-broker %d)", open, budget)
+		}
+		if noFDs > 0 {
+			msg += fmt.Sprintf(", %d of them out of file descriptors (EMFILE)", noFDs)
+		}
+		why = append(why, msg)
+	}
+	if shardsDown > 0 {
+		why = append(why, fmt.Sprintf("%d coordinator shards assigned to this broker are not served", shardsDown))
+	}
+	return false, strings.Join(why, "; ")
 }
 
 // Status reads every machine's reconcile status from the volume.

@@ -108,7 +108,12 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 	e.hb.SetReopen(e.reopenList())
 	beatAt := e.obs.Now()
 	beatErr := e.hb.Beat()
-	if beatErr != nil {
+	var supplanted *cluster.SupplantedError
+	switch {
+	case errors.As(beatErr, &supplanted):
+		e.supplanted(beatErr)
+		return false
+	case beatErr != nil:
 		e.log.Error(beatErr, "heartbeat failed")
 	}
 	hbs, err := cluster.ReadHeartbeats(e.fsys, e.cfg.ClusterDir)

@@ -29,6 +29,8 @@ type Partition struct {
 	watchers map[chan<- struct{}]struct{}
 	// onFailure is told when the log refuses writes for good.
 	onFailure func(*Partition)
+	// onClosed is told once, when close has closed the log's handles.
+	onClosed func()
 
 	logger logr.Logger
 
@@ -112,6 +114,11 @@ func (p *Partition) Append(batch []byte) (lastOffset int64, res ProduceResult, e
 		}
 		if err := checkTxn(e, h); err != nil {
 			return 0, res, err
+		}
+		if e == nil {
+			if err := ps.makeRoom(); err != nil { // a new producer, under the cap
+				return 0, res, fmt.Errorf("%s/%d: %w", p.Topic, p.Index, err)
+			}
 		}
 	}
 	ar, err := p.log.Append(batch)
@@ -272,6 +279,9 @@ func (p *Partition) close() error {
 	}
 	if err := p.log.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close log %s/%d: %w", p.Topic, p.Index, err))
+	}
+	if p.onClosed != nil {
+		p.onClosed()
 	}
 	p.notifyWatchers() // waiting fetches look again and find it gone
 	return errors.Join(errs...)

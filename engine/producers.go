@@ -30,6 +30,10 @@ import (
 
 const keepBatches = 5
 
+// DefaultMaxProducersPerPartition bounds a partition's producer entries
+// when the broker sets no other bound.
+const DefaultMaxProducersPerPartition = 2000
+
 type batchRange struct {
 	FirstSeq   int32
 	LastSeq    int32
@@ -55,6 +59,11 @@ type producerEntry struct {
 	// (KIP-890 verification guard), -1 if none. Not persisted: after a
 	// reopen the producer's next first batch is verified again.
 	Verified int32
+
+	// pid, prev and next place the entry in its partition's recency list
+	// (producerbound.go).
+	pid        int64
+	prev, next *producerEntry
 }
 
 func newProducerEntry(epoch int16) *producerEntry {
@@ -99,6 +108,11 @@ type abortedView struct {
 // producerState is guarded by the partition mutex, except the atomics.
 type producerState struct {
 	m map[int64]*producerEntry
+	// lru orders m's entries by last use and limit caps them (0: no cap;
+	// producerbound.go); evicted counts the entries the cap forgot.
+	lru     producerLRU
+	limit   int
+	evicted uint64
 	// ongoing holds the undecided transactions by first offset (they are
 	// added at the log end, in log order).
 	ongoing []ongoingTxn
@@ -124,7 +138,7 @@ type producerState struct {
 }
 
 func newProducerState() *producerState {
-	ps := &producerState{m: map[int64]*producerEntry{}}
+	ps := &producerState{m: map[int64]*producerEntry{}, limit: DefaultMaxProducersPerPartition}
 	ps.firstUnstable.Store(math.MaxInt64)
 	return ps
 }
@@ -220,10 +234,14 @@ func (ps *producerState) record(h partlog.BatchHeader, base, last int64) {
 // recordEntry is record for the producer's entry e (nil if unknown).
 func (ps *producerState) recordEntry(e *producerEntry, h partlog.BatchHeader, base, last int64) {
 	if e == nil {
+		// Append made room already; a replay evicts here. A table full
+		// of transactions takes the entry anyway: the batch is in the log.
+		_ = ps.makeRoom()
 		e = newProducerEntry(h.ProducerEpoch)
-		ps.m[h.ProducerID] = e
+		ps.put(h.ProducerID, e)
 	} else {
 		e.setEpoch(h.ProducerEpoch)
+		ps.lru.touch(e)
 	}
 	if len(e.Batches) == keepBatches {
 		copy(e.Batches, e.Batches[1:])
@@ -259,10 +277,14 @@ type marker struct {
 func (ps *producerState) applyMarker(m marker) int64 {
 	e := ps.m[m.pid]
 	if e == nil {
+		_ = ps.makeRoom() // a marker is never refused: it is in the log
 		e = newProducerEntry(m.epoch)
-		ps.m[m.pid] = e
-	} else if m.epoch > e.Epoch {
-		e.setEpoch(m.epoch)
+		ps.put(m.pid, e)
+	} else {
+		if m.epoch > e.Epoch {
+			e.setEpoch(m.epoch)
+		}
+		ps.lru.touch(e)
 	}
 	e.CoordinatorEpoch = m.coordinatorEpoch
 	e.LastTimestamp = m.timestamp
@@ -314,7 +336,7 @@ func (ps *producerState) expire(cutoffMs int64) int {
 		if _, pending := ps.pendingMarker(pid); pending >= 0 {
 			continue
 		}
-		delete(ps.m, pid)
+		ps.remove(pid, e)
 		n++
 	}
 	return n
@@ -631,6 +653,7 @@ func decodeSnapshot(b []byte) (ps *producerState, offset int64, epoch int32, err
 		ps.aborted = append(ps.aborted, a)
 		ps.abortMaxSpan = max(ps.abortMaxSpan, a.LastOffset-a.FirstOffset)
 	}
+	ps.linkLoaded()
 	return ps, offset, epoch, nil
 }
 
@@ -689,7 +712,9 @@ func pruneSnapshots(fsys volume.FS, dir string, keep int64) error {
 // beyond their writer's epoch are removed first: those of the opener's own
 // epoch (a reopen at the same epoch after a torn tail) must be gone before
 // its log end grows past them, so failing to remove one fails the load.
-func loadProducerState(fsys volume.FS, dir string, lg *partlog.Log) (*producerState, int64, error) {
+// At most limit producers are kept (0: no cap), the least recently used
+// evicted first (producerbound.go).
+func loadProducerState(fsys volume.FS, dir string, lg *partlog.Log, limit int) (*producerState, int64, error) {
 	files, _, err := listSnapshots(fsys, dir)
 	if err != nil {
 		return nil, 0, err
@@ -738,6 +763,7 @@ func loadProducerState(fsys volume.FS, dir string, lg *partlog.Log) (*producerSt
 	if ps == nil {
 		ps = newProducerState()
 	}
+	ps.setLimit(limit)
 	replayed, err := ps.replay(lg, from)
 	if err != nil {
 		return nil, 0, err

@@ -172,7 +172,7 @@ func TestLoadProducerState(t *testing.T) {
 	if err := volume.WriteFileAtomic(fsys, path.Join(dir, legacy), []byte(`{"offset":`+fmt.Sprint(end)+`,"producers":{}}`)); err != nil {
 		t.Fatal(err)
 	}
-	got, replayed, err := loadProducerState(fsys, dir, lg)
+	got, replayed, err := loadProducerState(fsys, dir, lg, DefaultMaxProducersPerPartition)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,6 +292,7 @@ func dump(ps *producerState) map[int64]producerEntry {
 		}
 		c := *e
 		c.Verified = -1
+		c.pid, c.prev, c.next = 0, nil, nil // the recency list is not state
 		if len(c.Batches) == 0 {
 			c.Batches = nil
 		}

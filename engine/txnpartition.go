@@ -80,8 +80,9 @@ func (p *Partition) Verified(producerID int64, epoch int16) {
 	}
 	e := p.producers.m[producerID]
 	if e == nil {
+		_ = p.producers.makeRoom() // the coordinator vouches for it: never refused
 		e = newProducerEntry(epoch)
-		p.producers.m[producerID] = e
+		p.producers.put(producerID, e)
 	}
 	e.Verified = int32(epoch)
 }

@@ -34,7 +34,7 @@ func openTestPartition(t testing.TB, fsys volume.FS, epoch int32, segmentBytes i
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, replayed, err := loadProducerState(fsys, txnDir, lg)
+	ps, replayed, err := loadProducerState(fsys, txnDir, lg, DefaultMaxProducersPerPartition)
 	if err != nil {
 		_ = lg.Close()
 		t.Fatal(err)

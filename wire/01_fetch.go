@@ -8,8 +8,15 @@ package wire
 //   watermark: only fsynced data is readable, so nothing a consumer saw can
 //   vanish in a crash.
 // * Long poll: waits up to MaxWaitMillis for MinBytes, woken by appends.
-// * The first partition with data gets at least one whole batch even when
-//   it exceeds the byte limits (KIP-74), so consumers always progress.
+//   MaxWaitMillis is capped at the broker's MaxFetchWait (30 s), and a
+//   client's close ends its long polls at once.
+// * An answer holds at most min(MaxBytes, the broker's fetch.max.bytes,
+//   55 MiB by default) of records. The first partition with data gets at
+//   least one whole batch even when it exceeds the byte limits (KIP-74),
+//   so consumers always progress; later partitions never exceed them.
+// * A partition named more than once in a request is answered once, at its
+//   first place, with the last entry's fetch position (Kafka reads the
+//   request into a map keyed by partition).
 // * CurrentLeaderEpoch (v9+) older than ours: FENCED_LEADER_EPOCH; newer:
 //   UNKNOWN_LEADER_EPOCH (KIP-320).
 // * read_committed (isolation level 1) returns batches only below the last
@@ -56,9 +63,9 @@ import (
 )
 
 func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
-	req := kreq.(*kmsg.FetchRequest)
+	req := collapseDuplicates(kreq.(*kmsg.FetchRequest))
 	c.async(r, func() {
-		wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+		wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, c.s.cfg.MaxFetchWait)
 		deadline := time.Now().Add(wait)
 		var refs []partlog.Ref
 		// New data wakes this fetch only through the partitions it asked
@@ -137,9 +144,9 @@ func releaseRefs(refs []partlog.Ref) {
 // whether any partition carries an error (answered at once, like Kafka).
 func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchWatch) (*kmsg.FetchResponse, []partlog.Ref, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	remaining := int(req.MaxBytes)
-	if req.Version < 3 || remaining <= 0 {
-		remaining = 1 << 30
+	remaining := int(s.cfg.FetchMaxBytes)
+	if req.MaxBytes > 0 {
+		remaining = min(remaining, int(req.MaxBytes))
 	}
 	total, anyErr := 0, false
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
@@ -222,6 +229,12 @@ func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic, top
 		limit = 1 // at least one whole batch
 	}
 	ref, err := lg.ReadRefBelow(rp.FetchOffset, limit, end)
+	if err == nil && total > 0 && ref.Len > limit {
+		// Only the first partition with data may exceed the limits by
+		// its first batch (the log returns at least one).
+		ref.Release()
+		return partlog.Ref{}, 0, false
+	}
 	if err == nil && committed && ref.Len > 0 {
 		// Aborted transactions overlapping what is read: from the fetch
 		// offset to the end of the answer, bounded by the last stable

@@ -12,6 +12,16 @@ package wire
 //   assigned owner, with the assigned leader epoch. A partition whose owner
 //   is not live or does not serve it yet (opening, recovering) has no
 //   leader and LEADER_NOT_AVAILABLE, so clients retry.
+// * __consumer_offsets is listed as an internal topic (all topics, or
+//   named): its partitions are the coordinator shards, each led by the
+//   shard's owner at the shard's leader epoch. It is never auto-created;
+//   Produce and Fetch to it are INVALID_TOPIC_EXCEPTION.
+// * A partition without a leader whose leader is on its way (a topic or
+//   partition just created, possibly through another broker; an owner that
+//   is live but not serving it yet as far as this broker has seen) is
+//   waited for briefly (two heartbeat intervals), so that a client that
+//   created a topic and asks any broker finds every leader. A topic this
+//   broker does not route yet is looked up in the desired state.
 // * Unknown topics are created with the defaults when the broker allows it
 //   (--auto-create-topics) and the request does too; the answer waits
 //   briefly for the new partitions to be served.
@@ -57,15 +67,27 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
-		for _, v := range s.eng.Topics() {
+		views := s.eng.Topics()
+		var coming []string
+		for _, v := range views {
+			if s.eng.LeadersComing(v) {
+				coming = append(coming, v.Spec.Name)
+			}
+		}
+		if len(coming) > 0 {
+			s.waitLeaders(ctx, coming)
+			views = s.eng.Topics()
+		}
+		for _, v := range views {
 			if !v.Spec.Deleted {
 				resp.Topics = append(resp.Topics, s.metadataTopic(v))
 			}
 		}
+		resp.Topics = append(resp.Topics, s.offsetsTopic())
 		return resp
 	}
 	allowAuto := req.Version < 4 || req.AllowAutoTopicCreation
-	var created []string
+	var created, coming []string
 	for _, rt := range req.Topics {
 		if rt.Topic == nil {
 			// Named by ID (v10+).
@@ -81,7 +103,13 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 			continue
 		}
 		name := *rt.Topic
-		if _, ok := s.eng.Topic(name); ok {
+		if name == engine.OffsetsTopic {
+			continue
+		}
+		if v, ok := s.eng.KnownTopic(name); ok {
+			if s.eng.LeadersComing(v) {
+				coming = append(coming, name)
+			}
 			continue
 		}
 		if err := engine.ValidTopicName(name); err != nil {
@@ -102,11 +130,18 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 		}
 		cancel()
 	}
+	if len(coming) > 0 {
+		s.waitLeaders(ctx, coming)
+	}
 	for _, rt := range req.Topics {
 		if rt.Topic == nil {
 			continue
 		}
 		name := *rt.Topic
+		if name == engine.OffsetsTopic {
+			resp.Topics = append(resp.Topics, s.offsetsTopic())
+			continue
+		}
 		v, ok := s.eng.Topic(name)
 		if ok && !v.Spec.Deleted {
 			resp.Topics = append(resp.Topics, s.metadataTopic(v))
@@ -151,5 +186,22 @@ func (s *Server) metadataTopic(v engine.TopicView) kmsg.MetadataResponseTopic {
 		p.OfflineReplicas = []int32{}
 		t.Partitions = append(t.Partitions, p)
 	}
+	return t
+}
+
+// waitLeaders waits briefly for the leaders on their way of the named
+// topics (a topic created through another broker reaches this one's
+// routing up to a heartbeat interval later).
+func (s *Server) waitLeaders(ctx context.Context, names []string) {
+	wctx, cancel := context.WithTimeout(ctx, min(s.eng.LeaderWait(), s.cfg.MetadataWait))
+	defer cancel()
+	s.eng.WaitLeaders(wctx, names)
+}
+
+// offsetsTopic is __consumer_offsets as Kafka lists it: internal, one
+// partition per coordinator shard.
+func (s *Server) offsetsTopic() kmsg.MetadataResponseTopic {
+	t := s.metadataTopic(s.eng.OffsetsTopicView())
+	t.IsInternal = true
 	return t
 }

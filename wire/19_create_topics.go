@@ -8,8 +8,12 @@ package wire
 //   timeout) until they are served, so a client can produce at once.
 // * Partitions -1 means the broker default. Replication is the volume's
 //   job: any replication factor (or -1) is accepted and reported as 1.
-// * Manual replica assignments are refused (INVALID_REPLICA_ASSIGNMENT):
-//   placement is decided by kaas.
+// * A manual replica assignment is a hint kaas ignores (it places
+//   partitions itself): it gives the partition count, and is refused only
+//   when malformed (INVALID_REPLICA_ASSIGNMENT: partitions not 0..n-1, an
+//   empty or duplicated replica list, a negative broker ID), or sent with
+//   NumPartitions or ReplicationFactor other than -1 (INVALID_REQUEST, as
+//   Kafka). The answer reports replication factor 1.
 // * Configs are validated; keys kaas does not know, and values it cannot
 //   honour, get INVALID_CONFIG with a message.
 // * ValidateOnly checks everything and writes nothing.
@@ -50,18 +54,31 @@ func handleCreateTopics(c *conn, kreq kmsg.Request, r *reply) {
 			switch {
 			case seen[t.Topic] > 1:
 				setErr(kerr.InvalidRequest.Code, "topic "+t.Topic+" appears more than once in the request")
-			case len(t.ReplicaAssignment) > 0:
-				setErr(kerr.InvalidReplicaAssignment.Code, "manual replica assignment is not supported: kaas places partitions itself")
+			case len(t.ReplicaAssignment) > 0 && (t.NumPartitions != -1 || t.ReplicationFactor != -1):
+				setErr(kerr.InvalidRequest.Code, "both numPartitions or replicationFactor and replicasAssignments were set: both cannot be used at the same time")
 			case t.ReplicationFactor == 0 || t.ReplicationFactor < -1:
 				setErr(kerr.InvalidReplicationFactor.Code, "replication factor must be -1 or at least 1")
 			default:
+				partitions := t.NumPartitions
+				if len(t.ReplicaAssignment) > 0 {
+					ps := make([]int32, len(t.ReplicaAssignment))
+					for i, a := range t.ReplicaAssignment {
+						ps[i] = a.Partition
+					}
+					n, msg := createTopicsAssignment(ps, func(i int) []int32 { return t.ReplicaAssignment[i].Replicas })
+					if msg != "" {
+						setErr(kerr.InvalidReplicaAssignment.Code, "topic "+t.Topic+": "+msg)
+						break
+					}
+					partitions = n // the assignment itself is not used: kaas places partitions
+				}
 				configs := map[string]string{}
 				for _, kv := range t.Configs {
 					if kv.Value != nil {
 						configs[kv.Name] = *kv.Value
 					}
 				}
-				spec, err := c.s.eng.CreateTopic(engine.CreateTopicRequest{Name: t.Topic, Partitions: t.NumPartitions, Configs: configs, ValidateOnly: req.ValidateOnly})
+				spec, err := c.s.eng.CreateTopic(engine.CreateTopicRequest{Name: t.Topic, Partitions: partitions, Configs: configs, ValidateOnly: req.ValidateOnly})
 				if err != nil {
 					msg := err.Error()
 					if errors.Is(err, engine.ErrTopicExists) {

@@ -10,9 +10,10 @@ package wire
 //   produce to the new ones at once.
 // * Partitions are only added: a count at or below the current one is
 //   INVALID_PARTITIONS with Kafka's message; above 100000 too.
-// * Manual assignments are refused (INVALID_REPLICA_ASSIGNMENT): placement
-//   is decided by kaas. A topic named twice is INVALID_REQUEST; an unknown
-//   one UNKNOWN_TOPIC_OR_PARTITION.
+// * A manual assignment is a hint kaas ignores (it places partitions
+//   itself); it must name one well-formed replica list per new partition,
+//   else INVALID_REPLICA_ASSIGNMENT (as Kafka). A topic named twice is
+//   INVALID_REQUEST; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 // * ValidateOnly checks everything and writes nothing.
 //
 // Version notes:
@@ -21,6 +22,7 @@ package wire
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,11 +45,15 @@ func handleCreatePartitions(c *conn, kreq kmsg.Request, r *reply) {
 				st.ErrorCode = code
 				st.ErrorMessage = &msg
 			}
+			var malformed string
+			if len(t.Assignment) > 0 {
+				malformed = c.s.malformedNewAssignment(t)
+			}
 			switch {
 			case seen[t.Topic] > 1:
 				setErr(kerr.InvalidRequest.Code, "duplicate topic in request: "+t.Topic)
-			case len(t.Assignment) > 0:
-				setErr(kerr.InvalidReplicaAssignment.Code, "manual replica assignment is not supported: kaas places partitions itself")
+			case malformed != "":
+				setErr(kerr.InvalidReplicaAssignment.Code, malformed)
 			default:
 				spec, err := c.s.eng.CreatePartitions(t.Topic, t.Count, req.ValidateOnly)
 				if err != nil {
@@ -71,4 +77,23 @@ func handleCreatePartitions(c *conn, kreq kmsg.Request, r *reply) {
 		}
 		r.finish(resp)
 	})
+}
+
+// malformedNewAssignment says why a CreatePartitions assignment is
+// malformed ("" when it is not): one replica list per new partition, each
+// well formed. The assignment itself is not used.
+func (s *Server) malformedNewAssignment(t kmsg.CreatePartitionsRequestTopic) string {
+	cur, ok := s.eng.TopicPartitions(t.Topic)
+	if !ok || t.Count <= cur {
+		return "" // the count's own check answers
+	}
+	if int64(len(t.Assignment)) != int64(t.Count)-int64(cur) {
+		return fmt.Sprintf("increasing the number of partitions by %d but %d assignments provided", int64(t.Count)-int64(cur), len(t.Assignment))
+	}
+	for i, a := range t.Assignment {
+		if msg := checkReplicaLists(fmt.Sprintf("partition %d", cur+int32(i)), a.Replicas); msg != "" {
+			return msg
+		}
+	}
+	return ""
 }

@@ -339,7 +339,7 @@ func TestCreatePartitionsWire(t *testing.T) {
 	b := startBroker(t, nil)
 	b.createTopic(t, "cp", 1, nil)
 	c := b.dial(t)
-	withAssignment := createPartitionsReq(false, "cp", 2)
+	withAssignment := createPartitionsReq(false, "cp", 3) // 2 new partitions, 1 assignment: malformed
 	withAssignment.Topics[0].Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{{Replicas: []int32{0}}}
 	twice := createPartitionsReq(false, "cp", 2)
 	twice.Topics = append(twice.Topics, twice.Topics[0])
@@ -354,7 +354,7 @@ func TestCreatePartitionsWire(t *testing.T) {
 		{"decrease", createPartitionsReq(false, "cp", 0), kerr.InvalidPartitions.Code, "which is higher than the requested 0", 1},
 		{"too many", createPartitionsReq(false, "cp", 1<<30), kerr.InvalidPartitions.Code, "limit", 1},
 		{"unknown topic", createPartitionsReq(false, "ghost", 3), kerr.UnknownTopicOrPartition.Code, "ghost", 1},
-		{"assignment", withAssignment, kerr.InvalidReplicaAssignment.Code, "assignment", 1},
+		{"malformed assignment", withAssignment, kerr.InvalidReplicaAssignment.Code, "1 assignments provided", 1},
 		{"topic twice", twice, kerr.InvalidRequest.Code, "duplicate topic", 1},
 		{"validate only", createPartitionsReq(true, "cp", 3), 0, "", 1},
 		{"grow", createPartitionsReq(false, "cp", 3), 0, "", 3},

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"runtime/debug"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,7 +39,16 @@ type conn struct {
 	stopping chan struct{}
 
 	clientID string
-	zone     string // clientZone(clientID)
+	zone     string     // clientZone(clientID)
+	ip       netip.Addr // remoteIP, for max.connections.per.ip
+
+	// frame is the budget charge of the frame being read; held counts the
+	// bytes this connection holds in the budget (the frame being read and
+	// those not yet answered); the writer signals drained when it gives
+	// some back.
+	frame   frameCharge
+	held    atomic.Int64
+	drained chan struct{}
 }
 
 type reply struct {
@@ -51,6 +63,8 @@ type reply struct {
 	// release, if set, runs once the response is written or dropped: the
 	// response may reference pooled buffers or segment file ranges.
 	release func()
+	// charge is the request budget its frame holds until it is answered.
+	charge int64
 	// refs, if not nil, makes resp (a *kmsg.FetchResponse) an answer whose
 	// record sets are file ranges: one entry per partition in answer
 	// order, a non-empty one replacing the partition's RecordBatches (see
@@ -72,7 +86,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	readCtx, stopRead := context.WithCancel(ctx)
 	return &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, readCtx: readCtx, stopRead: stopRead,
-		replies: make(chan *reply, s.cfg.MaxInFlight), stopping: make(chan struct{})}
+		replies: make(chan *reply, s.cfg.MaxInFlight), stopping: make(chan struct{}), drained: make(chan struct{}, 1),
+		frame: frameCharge{idx: -1}}
 }
 
 // stopReading makes serve stop after the request it is reading; replies
@@ -93,18 +108,36 @@ func (c *conn) serve() {
 		c.writeLoop()
 	}()
 	err := c.readLoop()
+	stopping := false
+	select {
+	case <-c.stopping:
+		stopping = true
+	default:
+	}
+	var rerr readError
+	if !stopping && errors.As(err, &rerr) {
+		// The client closed, reset, went silent or trickles: nobody
+		// will read the answers. End its long polls and fsync waits at
+		// once and free the socket, rather than keep the writer, the
+		// handlers and the socket (CLOSE-WAIT) until MaxWait.
+		c.cancel()
+		_ = c.nc.Close()
+	}
 	close(c.replies)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-		select {
-		case <-c.stopping:
-		default:
-			log.V(1).Info("closing connection", "reason", err.Error(), "clientID", c.clientID)
-		}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !stopping {
+		log.V(1).Info("closing connection", "reason", err.Error(), "clientID", c.clientID)
 	}
 	<-writerDone
 	c.cancel()
 	_ = c.nc.Close()
 }
+
+// readError is a failure to read from the client (closed, reset, idle or
+// too slow), as opposed to a request it sent that cannot be served.
+type readError struct{ err error }
+
+func (e readError) Error() string { return e.err.Error() }
+func (e readError) Unwrap() error { return e.err }
 
 func (c *conn) readLoop() error {
 	var sizeBuf [4]byte
@@ -125,39 +158,121 @@ func (c *conn) readLoop() error {
 		default:
 		}
 		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
-			return err
+			return readError{err}
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || size > c.s.cfg.MaxFrameBytes {
 			return fmt.Errorf("frame of %d bytes is outside [8, %d]", size, c.s.cfg.MaxFrameBytes)
 		}
-		// Frames being read and dispatched share one memory budget
-		// (queued.max.request.bytes): many clients announcing large frames
-		// wait for each other instead of exhausting the broker's memory.
-		if err := c.s.queued.Acquire(c.readCtx, int64(size)); err != nil {
+		if !c.waitForShare(int64(size)) {
 			return nil // the connection is closing
 		}
-		err := c.readAndDispatch(int(size))
-		c.s.queued.Release(int64(size))
+		frame, charge, err := c.readBody(int(size))
 		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil // the connection is closing
+			}
+			return err
+		}
+		if err := c.dispatch(frame, charge); err != nil {
 			return err
 		}
 	}
 }
 
-func (c *conn) readAndDispatch(size int) error {
-	// A started frame must arrive within FrameTimeout: a slow or
-	// truncated sender cannot hold a connection's goroutine forever.
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(c.nc, buf); err != nil {
-		return fmt.Errorf("read frame body: %w", err)
+// waitForShare waits until this connection may take size more bytes of the
+// request budget (MaxConnQueuedBytes; a connection holding nothing may
+// always read one frame). False means the connection is closing.
+func (c *conn) waitForShare(size int64) bool {
+	limit := c.s.cfg.MaxConnQueuedBytes
+	counted := false
+	for {
+		held := c.held.Load()
+		if held == 0 || held+size <= limit {
+			return true
+		}
+		if !counted {
+			c.s.connQueueWaits.Add(1)
+			counted = true
+		}
+		select {
+		case <-c.drained:
+		case <-c.readCtx.Done():
+			return false
+		}
 	}
-	return c.dispatch(buf)
 }
 
-// dispatch decodes one request and starts its handler.
-func (c *conn) dispatch(frame []byte) (err error) {
+// Frame bodies are read into a buffer that grows as bytes arrive, charged
+// to the request budget as it grows: first firstChunk bytes, then growing
+// by chunkGrowth each time it fills. A frame announced and never sent
+// holds firstChunk; one that trickles, at most chunkGrowth times what it
+// sent. A frame of firstChunk bytes or less, most requests, is one
+// allocation and one charge, as before.
+const (
+	firstChunk  = 4 << 10
+	chunkGrowth = 16
+)
+
+// readBody reads a frame body of size bytes and returns it with the budget
+// it holds. A started frame must arrive within FrameTimeout (plus the time
+// it waited for the budget): a slow or truncated sender cannot hold a
+// connection's goroutine, or budget, for long. An error other than
+// context.Canceled (closing) is a readError; the budget is given back.
+func (c *conn) readBody(size int) ([]byte, int64, error) {
+	f := &c.frame
+	f.size, f.held = int64(size), 0
+	deadline := time.Now().Add(c.s.cfg.FrameTimeout)
+	_ = c.nc.SetReadDeadline(deadline)
+	var buf []byte
+	for len(buf) < size {
+		want := min(size, max(firstChunk, len(buf)*chunkGrowth))
+		if int64(want) > f.held {
+			before := f.held
+			waited, err := c.s.budget.charge(c.readCtx, f, int64(want))
+			c.held.Add(f.held - before)
+			if err != nil {
+				c.held.Add(-c.s.budget.drop(f))
+				return nil, 0, err
+			}
+			if waited > 0 {
+				// Waiting for memory is not the sender's slowness.
+				deadline = deadline.Add(waited)
+				_ = c.nc.SetReadDeadline(deadline)
+			}
+			want = int(f.held) // all of it, when only that was safe
+		}
+		buf = slices.Grow(buf, want-len(buf))
+		n, err := io.ReadFull(c.nc, buf[len(buf):want])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			c.held.Add(-c.s.budget.drop(f))
+			return nil, 0, readError{fmt.Errorf("read frame body (%d of %d bytes): %w", len(buf), size, err)}
+		}
+	}
+	charge := f.held
+	f.held = 0 // the reply (or dispatch) owns it now
+	return buf, charge, nil
+}
+
+// releaseCharge gives back the budget of a frame answered or given up.
+func (c *conn) releaseCharge(n int64) {
+	if n == 0 {
+		return
+	}
+	c.s.budget.release(n)
+	c.held.Add(-n)
+	select {
+	case c.drained <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch decodes one request and starts its handler. The frame's budget
+// charge goes with the reply queued for it (the writer gives it back once
+// the answer is written) or is given back here.
+func (c *conn) dispatch(frame []byte, charge int64) (err error) {
+	defer func() { c.releaseCharge(charge) }()
 	hdr, body, err := parseHeader(frame)
 	if err != nil {
 		return err
@@ -176,6 +291,7 @@ func (c *conn) dispatch(frame []byte) (err error) {
 			// Clients probe with their newest version; answer v0 with
 			// UNSUPPORTED_VERSION and our ranges so they can downgrade.
 			r.version = 0
+			r.charge, charge = charge, 0
 			c.replies <- r
 			r.finish(apiVersionsResponse(0, unsupportedVersion))
 			return nil
@@ -199,6 +315,7 @@ func (c *conn) dispatch(frame []byte) (err error) {
 	if err := req.ReadFrom(body); err != nil {
 		return fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(hdr.key), hdr.version, err)
 	}
+	r.charge, charge = charge, 0
 	c.replies <- r
 	defer func() {
 		if p := recover(); p != nil {
@@ -242,6 +359,7 @@ func (c *conn) writeLoop() {
 		if r.release != nil {
 			r.release()
 		}
+		c.releaseCharge(r.charge)
 	}
 }
 

@@ -43,7 +43,7 @@ func errorCode(err error) int16 {
 		return kerr.InvalidPartitions.Code
 	case errors.Is(err, engine.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
-	case errors.Is(err, engine.ErrTopicManaged):
+	case errors.Is(err, engine.ErrTopicManaged), errors.Is(err, engine.ErrPartitionBudget):
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, engine.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code

@@ -559,7 +559,7 @@ func TestMetadataTopics(t *testing.T) {
 		{"dot", ".", true, kerr.InvalidTopicException.Code},
 		{"too long", strings.Repeat("a", 250), true, kerr.InvalidTopicException.Code},
 		{"unknown without auto-create", "never-created", false, kerr.UnknownTopicOrPartition.Code},
-		{"Kafka's internal offsets topic is not auto-created", "__consumer_offsets", true, kerr.InvalidTopicException.Code},
+		{"Kafka's internal offsets topic is listed as internal, not auto-created", "__consumer_offsets", true, 0},
 		{"Kafka's internal transaction topic is not auto-created", "__transaction_state", true, kerr.InvalidTopicException.Code},
 		{"auto-created", "auto", true, 0},
 	}
@@ -583,7 +583,13 @@ func TestMetadataTopics(t *testing.T) {
 			if deref(got.Topic) != tc.topic {
 				t.Fatalf("topic %q", deref(got.Topic))
 			}
+			if got.IsInternal != (tc.topic == "__consumer_offsets") {
+				t.Fatalf("internal %v", got.IsInternal)
+			}
 		})
+	}
+	if _, ok := b.eng.Topic("__consumer_offsets"); ok {
+		t.Fatal("metadata auto-created __consumer_offsets as a data topic")
 	}
 	if _, ok := b.eng.Topic("never-created"); ok {
 		t.Fatal("metadata with AllowAutoTopicCreation=false created a topic")
@@ -882,10 +888,11 @@ func TestShutdownWithPendingLongPoll(t *testing.T) {
 	}
 }
 
-// TestQueuedBytesBudget: frames share one memory budget. While one client
-// holds the whole budget with a frame it has not finished sending, another
-// client's request waits (the broker allocates nothing beyond the budget);
-// once the first frame is given up, the other request is served.
+// TestQueuedBytesBudget: frames share one memory budget, charged as their
+// bytes arrive. While one client holds the whole budget with a frame it has
+// sent all but one byte of, another client's request waits (the broker
+// allocates nothing beyond the budget); once the first frame is given up,
+// the other request is served.
 func TestQueuedBytesBudget(t *testing.T) {
 	b := startBroker(t, func(c *Config) {
 		c.FrameTimeout = time.Minute
@@ -893,11 +900,10 @@ func TestQueuedBytesBudget(t *testing.T) {
 		c.MaxQueuedBytes = 1 << 20
 	})
 	hog := b.dial(t)
-	hog.write(append(sizePrefix(1<<20), make([]byte, 10)...)) // takes the whole budget
-	// Wait until the broker has really taken the budget for the hog's frame
-	// (its connection may be scheduled after the next one's otherwise).
-	for b.srv.queued.TryAcquire(1) {
-		b.srv.queued.Release(1)
+	hog.write(append(sizePrefix(1<<20), make([]byte, 1<<20-1)...)) // takes the whole budget
+	// Wait until the broker has really charged the whole frame (its
+	// connection may be scheduled after the next one's otherwise).
+	for b.srv.budget.held() < 1<<20 {
 		runtime.Gosched()
 	}
 	b.checkServingBudgetHeld(t, hog)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
 	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/probe"
@@ -36,7 +35,7 @@ type volumeCheckOptions struct {
 }
 
 func (v *volumeCheckOptions) register(fs *flag.FlagSet) {
-	v.mode = envdefault.String("KAAS_CHECK_VOLUME", checkRefuse)
+	v.mode = checkRefuse
 	fs.Func("check-volume", "check the volume's promises (atomic rename, exclusive create, close-to-open, directory fsync) before serving: refuse (exit if one fails), warn (log and go on) or off (KAAS_CHECK_VOLUME; default refuse)", func(s string) error {
 		v.mode = s
 		return v.validate()

@@ -7,7 +7,9 @@
 // KAAS_BROKER_ID, KAAS_LISTEN, KAAS_ADVERTISE, KAAS_ADMIN, KAAS_ZONE,
 // KAAS_AUTO_CREATE_TOPICS, KAAS_DEFAULT_PARTITIONS, KAAS_HEARTBEAT_INTERVAL,
 // KAAS_LEASE, KAAS_LOG_FORMAT, KAAS_V, KAAS_CHECK_VOLUME);
-// a flag given on the command line wins.
+// a flag given on the command line wins. A malformed value, or a value out
+// of its flag's range, stops the broker at start (exit status 2), naming
+// the variable or flag (env.go, validate.go).
 package main
 
 import (
@@ -50,61 +52,43 @@ type options struct {
 	retention                                                           retentionOptions
 	volumeCheck                                                         volumeCheckOptions
 	unsafe                                                              unsafeOptions
+	budgets                                                             budgetOptions
+	conns                                                               connOptions
 }
 
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kaas-broker", flag.ContinueOnError)
-	fs.StringVar(&o.data, "data", envdefault.String("KAAS_DATA_DIR", "./kaas-data"), "data directory (KAAS_DATA_DIR)")
-	fs.StringVar(&o.clusterDir, "cluster-dir", envdefault.String("KAAS_CLUSTER_DIR", ""), "cluster directory (KAAS_CLUSTER_DIR; default <data>/__cluster)")
-	fs.IntVar(&o.id, "id", envdefault.Int("KAAS_BROKER_ID", 0), "broker ID (KAAS_BROKER_ID)")
-	fs.StringVar(&o.listen, "listen", envdefault.String("KAAS_LISTEN", "127.0.0.1:9092"), "Kafka listener address (KAAS_LISTEN)")
-	fs.StringVar(&o.advertise, "advertise", envdefault.String("KAAS_ADVERTISE", ""), "address advertised to clients (KAAS_ADVERTISE; default the listener's)")
-	fs.StringVar(&o.admin, "admin", envdefault.String("KAAS_ADMIN", "127.0.0.1:9644"), "admin HTTP address for /healthz, /readyz, /status (KAAS_ADMIN; empty disables)")
-	fs.StringVar(&o.zone, "zone", envdefault.String("KAAS_ZONE", ""), "this broker's zone, advertised as its rack (KAAS_ZONE)")
-	fs.BoolVar(&o.autoCreate, "auto-create-topics", envdefault.String("KAAS_AUTO_CREATE_TOPICS", "true") == "true", "create unknown topics on Metadata and Produce (KAAS_AUTO_CREATE_TOPICS)")
-	fs.IntVar(&o.defaultPartitions, "default-partitions", envdefault.Int("KAAS_DEFAULT_PARTITIONS", 1), "partitions of auto-created topics (KAAS_DEFAULT_PARTITIONS)")
-	fs.IntVar(&o.maxRequestBytes, "max-request-bytes", envdefault.Int("KAAS_MAX_REQUEST_BYTES", 100<<20), "largest request frame accepted (socket.request.max.bytes)")
-	fs.Int64Var(&o.maxQueuedBytes, "max-queued-request-bytes", int64(envdefault.Int("KAAS_MAX_QUEUED_REQUEST_BYTES", 512<<20)), "memory budget shared by all request frames being read (queued.max.request.bytes)")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
-	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", envdefault.Duration("KAAS_HEARTBEAT_INTERVAL", cluster.DefaultHeartbeatInterval), "how often the broker writes its heartbeat and reads the others' and the assignment (KAAS_HEARTBEAT_INTERVAL)")
-	fs.DurationVar(&o.lease, "lease", envdefault.Duration("KAAS_LEASE", cluster.DefaultLease), "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
-	fs.IntVar(&o.verbosity, "v", envdefault.Int("KAAS_V", 0), "log verbosity (logr V level)")
+	fs.StringVar(&o.data, "data", "./kaas-data", "data directory (KAAS_DATA_DIR)")
+	fs.StringVar(&o.clusterDir, "cluster-dir", "", "cluster directory (KAAS_CLUSTER_DIR; default <data>/__cluster)")
+	fs.IntVar(&o.id, "id", 0, "broker ID (KAAS_BROKER_ID)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:9092", "Kafka listener address (KAAS_LISTEN)")
+	fs.StringVar(&o.advertise, "advertise", "", "address advertised to clients (KAAS_ADVERTISE; default the listener's)")
+	fs.StringVar(&o.admin, "admin", "127.0.0.1:9644", "admin HTTP address for /healthz, /readyz, /status (KAAS_ADMIN; empty disables)")
+	fs.StringVar(&o.zone, "zone", "", "this broker's zone, advertised as its rack (KAAS_ZONE)")
+	fs.BoolVar(&o.autoCreate, "auto-create-topics", true, "create unknown topics on Metadata and Produce (KAAS_AUTO_CREATE_TOPICS)")
+	fs.IntVar(&o.defaultPartitions, "default-partitions", 1, "partitions of auto-created topics (KAAS_DEFAULT_PARTITIONS)")
+	fs.IntVar(&o.maxRequestBytes, "max-request-bytes", 100<<20, "largest request frame accepted (socket.request.max.bytes; KAAS_MAX_REQUEST_BYTES)")
+	fs.Int64Var(&o.maxQueuedBytes, "max-queued-request-bytes", 512<<20, "memory budget shared by all request frames being read, at least --max-request-bytes (queued.max.request.bytes; KAAS_MAX_QUEUED_REQUEST_BYTES)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests (no environment equivalent)")
+	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", cluster.DefaultHeartbeatInterval, "how often the broker writes its heartbeat and reads the others' and the assignment (KAAS_HEARTBEAT_INTERVAL)")
+	fs.DurationVar(&o.lease, "lease", cluster.DefaultLease, "a broker whose heartbeat does not advance for this long is dead (KAAS_LEASE)")
+	fs.IntVar(&o.verbosity, "v", 0, "log verbosity (logr V level; KAAS_V)")
 	o.groups.register(fs)
 	o.txns.register(fs)
 	o.retention.register(fs)
 	o.volumeCheck.register(fs)
-	fs.StringVar(&o.faults, "inject-faults", envdefault.String("KAAS_INJECT_FAULTS", ""), "for tests only: fail, delay or stall volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL|DELAY=D|STALL=D[:COUNT[@FIRST][:before|after]],... (see volume/faultfs/spec.go; KAAS_INJECT_FAULTS)")
-	fs.StringVar(&o.crashAtStep, "crash-at-step", envdefault.String("KAAS_CRASH_AT_STEP", ""), "for tests only: exit with status 2 right after a machine step is recorded, KIND:STEP[:OBJECT] (see crashstep.go; KAAS_CRASH_AT_STEP)")
+	fs.StringVar(&o.faults, "inject-faults", "", "for tests only: fail, delay or stall volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL|DELAY=D|STALL=D[:COUNT[@FIRST][:before|after]],... (see volume/faultfs/spec.go; KAAS_INJECT_FAULTS)")
+	fs.StringVar(&o.crashAtStep, "crash-at-step", "", "for tests only: exit with status 2 right after a machine step is recorded, KIND:STEP[:OBJECT] (see crashstep.go; KAAS_CRASH_AT_STEP)")
 	o.unsafe.register(fs)
-	fs.StringVar(&o.logFormat, "log-format", envdefault.String("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
-	if err := fs.Parse(args); err != nil {
-		return o, err
+	o.budgets.register(fs)
+	o.conns.register(fs)
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (KAAS_LOG_FORMAT)")
+	src, err := envdefault.Parse(fs, args, brokerEnv)
+	if err != nil {
+		return o, withHint(err)
 	}
-	if o.logFormat != "text" && o.logFormat != "json" {
-		return o, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
-	}
-	if o.heartbeatInterval <= 0 || o.lease <= o.heartbeatInterval {
-		return o, fmt.Errorf("--lease (%v) must be longer than --heartbeat-interval (%v), which must be positive", o.lease, o.heartbeatInterval)
-	}
-	if err := o.txns.validate(); err != nil {
-		return o, err
-	}
-	if err := o.retention.validate(); err != nil {
-		return o, err
-	}
-	if err := o.groups.validate(); err != nil {
-		return o, err
-	}
-	if o.crashAtStep != "" {
-		if _, _, _, err := parseCrashAtStep(o.crashAtStep); err != nil {
-			return o, err
-		}
-	}
-	if o.defaultPartitions < 1 {
-		return o, errors.New("--default-partitions must be at least 1")
-	}
-	return o, nil
+	return o, o.validate(src)
 }
 
 func main() {
@@ -182,6 +166,9 @@ func run(o options, log logr.Logger) error {
 	if advertise == "" {
 		advertise = advertisedFrom(ln.Addr().(*net.TCPAddr))
 	}
+	// The fd limit, raised to the hard limit, divided between the control
+	// plane, connections and partitions (fdbudget.go).
+	fds := o.budgets.startFDBudget(log, o.conns.maxConnections)
 	// Brokers reach each other for transactions (markers, verification).
 	peers := wire.NewPeers(fmt.Sprintf("kaas-broker-%d", o.id))
 	defer peers.Close()
@@ -195,14 +182,25 @@ func run(o options, log logr.Logger) error {
 		UnsafeInPlaceAssignment: negative[inPlaceAssignment], UnsafeIgnoreServingLease: negative[noServingLease],
 		Groups: o.groups.config(), Txns: o.txns.config(), Peers: peers,
 		ProducerIDExpiration:   o.txns.producerIDExpiration,
+		MaxPartitionsPerBroker: fds.Partitions, MaxProducersPerPartition: o.budgets.maxProducersPerPartition,
 		RetentionCheckInterval: o.retention.checkInterval,
 	})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("start engine: %w", err)
 	}
+	// Before serving anything: one process per broker ID.
+	if err := eng.StartCheck(ctx); err != nil {
+		_ = ln.Close()
+		var running *cluster.AlreadyRunningError
+		if errors.As(err, &running) {
+			return fmt.Errorf("%w; refusing to start a second process with --id %d", err, o.id)
+		}
+		return fmt.Errorf("start check: %w", err)
+	}
 	srv, err := wire.NewServer(wire.Config{Engine: eng, Logger: log.WithName("wire"), Advertise: advertise,
-		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes), MaxQueuedBytes: o.maxQueuedBytes})
+		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes), MaxQueuedBytes: o.maxQueuedBytes,
+		MaxConnections: fds.Connections, MaxConnectionsPerIP: o.conns.maxConnectionsPerIP, FetchMaxBytes: int32(o.conns.fetchMaxBytes)})
 	if err != nil {
 		return err
 	}
@@ -220,7 +218,7 @@ func run(o options, log logr.Logger) error {
 			<-engDone
 			return fmt.Errorf("admin listen on %s: %w", o.admin, err)
 		}
-		mux := adminMux(eng)
+		mux := adminMux(eng, srv)
 		if o.unsafe.debugClock {
 			clock.serve(mux)
 		}
@@ -269,7 +267,7 @@ func advertisedFrom(a *net.TCPAddr) string {
 	return net.JoinHostPort(host, strconv.Itoa(a.Port))
 }
 
-func adminMux(eng *engine.Engine) *http.ServeMux {
+func adminMux(eng *engine.Engine, srv *wire.Server) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		// Liveness: the process answers. Slow storage must not get the
@@ -277,8 +275,14 @@ func adminMux(eng *engine.Engine) *http.ServeMux {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !eng.Ready() {
-			http.Error(w, "not serving every owned partition yet", http.StatusServiceUnavailable)
+		if ready, why := eng.Readiness(); !ready {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
+		// A broker that cannot take clients (fds exhausted, the request
+		// budget stuck) is not ready either.
+		if err := srv.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

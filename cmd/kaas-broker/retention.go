@@ -2,10 +2,8 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"time"
 
-	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
 	"github.com/kaas-dev/kaas/engine"
 )
 
@@ -17,13 +15,6 @@ type retentionOptions struct {
 }
 
 func (r *retentionOptions) register(fs *flag.FlagSet) {
-	fs.DurationVar(&r.checkInterval, "retention-check-interval", envdefault.Duration("KAAS_RETENTION_CHECK_INTERVAL", engine.DefaultRetentionCheckInterval),
+	fs.DurationVar(&r.checkInterval, "retention-check-interval", engine.DefaultRetentionCheckInterval,
 		"how often each broker deletes the segments of its partitions that retention.ms or retention.bytes expire (log.retention.check.interval.ms; KAAS_RETENTION_CHECK_INTERVAL)")
-}
-
-func (r *retentionOptions) validate() error {
-	if r.checkInterval <= 0 {
-		return fmt.Errorf("--retention-check-interval must be positive, not %v", r.checkInterval)
-	}
-	return nil
 }

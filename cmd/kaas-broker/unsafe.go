@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
 	"github.com/kaas-dev/kaas/volume"
 )
 
@@ -42,9 +41,9 @@ const (
 )
 
 func (u *unsafeOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&u.negative, "unsafe-negative-control", envdefault.String("KAAS_UNSAFE_NEGATIVE_CONTROL", ""),
+	fs.StringVar(&u.negative, "unsafe-negative-control", "",
 		"for chaos tests only: turn a safety mechanism off ("+noFsync+", "+noFenceRecheck+", "+wallClockLease+", "+inPlaceAssignment+", "+noServingLease+"; KAAS_UNSAFE_NEGATIVE_CONTROL)")
-	fs.BoolVar(&u.debugClock, "debug-clock", envdefault.String("KAAS_DEBUG_CLOCK", "") == "true",
+	fs.BoolVar(&u.debugClock, "debug-clock", false,
 		"for chaos tests only: serve POST /debug/clock?jump=DURATION on the admin address to jump this broker's wall clock (KAAS_DEBUG_CLOCK)")
 }
 

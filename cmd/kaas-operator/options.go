@@ -14,6 +14,16 @@ import (
 	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
 )
 
+// operatorEnv names the environment variable of each flag that has one
+// (envdefault.Parse: a malformed value is an error naming it).
+var operatorEnv = envdefault.Vars{
+	"data":                      "KAAS_DATA_DIR",
+	"cluster-dir":               "KAAS_CLUSTER_DIR",
+	"leader-election-namespace": "POD_NAMESPACE",
+	"log-format":                "KAAS_LOG_FORMAT",
+	"v":                         "KAAS_V",
+}
+
 type options struct {
 	data, clusterDir        string
 	metricsAddr, probeAddr  string
@@ -31,29 +41,34 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kaas-operator", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&o.data, "data", envdefault.String("KAAS_DATA_DIR", "./kaas-data"), "the brokers' data directory (KAAS_DATA_DIR)")
-	fs.StringVar(&o.clusterDir, "cluster-dir", envdefault.String("KAAS_CLUSTER_DIR", ""), "the brokers' cluster directory (KAAS_CLUSTER_DIR; default <data>/__cluster)")
+	fs.StringVar(&o.data, "data", "./kaas-data", "the brokers' data directory (KAAS_DATA_DIR)")
+	fs.StringVar(&o.clusterDir, "cluster-dir", "", "the brokers' cluster directory (KAAS_CLUSTER_DIR; default <data>/__cluster)")
 	config.RegisterFlags(fs)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one active operator among replicas (lease kaas-operator)")
-	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", envdefault.String("POD_NAMESPACE", ""), "namespace of the leader election lease (POD_NAMESPACE; default the pod's own namespace in a cluster)")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (POD_NAMESPACE; default the pod's own namespace in a cluster)")
 	fs.StringVar(&o.namespace, "namespace", "", "watch Topic resources in this namespace only (default: all namespaces)")
 	fs.DurationVar(&o.pollInterval, "status-poll-interval", time.Second, "how often a Topic that is not ready (opening, deleting, failing) is looked at again")
 	fs.DurationVar(&o.resync, "resync-interval", 30*time.Second, "how often a settled Topic is checked against the volume")
-	fs.StringVar(&o.logFormat, "log-format", envdefault.String("KAAS_LOG_FORMAT", "text"), "log format: text or json (KAAS_LOG_FORMAT)")
-	fs.IntVar(&o.verbosity, "v", envdefault.Int("KAAS_V", 0), "log verbosity (logr V level; KAAS_V)")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (KAAS_LOG_FORMAT)")
+	fs.IntVar(&o.verbosity, "v", 0, "log verbosity (logr V level; KAAS_V)")
+	src, err := envdefault.Parse(fs, args, operatorEnv)
+	if err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.logFormat != "text" && o.logFormat != "json" {
-		return o, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
-	}
-	if o.pollInterval <= 0 || o.resync <= 0 {
-		return o, errors.New("--status-poll-interval and --resync-interval must be positive")
+	switch {
+	case o.logFormat != "text" && o.logFormat != "json":
+		return o, src.Invalid("log-format", "must be text or json")
+	case o.verbosity < 0:
+		return o, src.Invalid("v", "must not be negative")
+	case o.pollInterval <= 0:
+		return o, src.Invalid("status-poll-interval", "must be positive")
+	case o.resync <= 0:
+		return o, src.Invalid("resync-interval", "must be positive")
 	}
 	if o.clusterDir == "" {
 		o.clusterDir = filepath.Join(o.data, "__cluster")

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"path"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +41,11 @@ type Heartbeat struct {
 	// "<topic>/<partition>@<topicID>#<leaderEpoch>": the controller gives
 	// each a new leader epoch, so the reopened log starts a new epoch.
 	Reopen []string `json:"reopen,omitempty"`
+	// MaxPartitions is how many partitions this broker can hold open (its
+	// --max-partitions-per-broker budget), 0 if it has none: the admin
+	// APIs refuse to make the cluster hold more than its live brokers'
+	// budgets together.
+	MaxPartitions int32 `json:"maxPartitions,omitempty"`
 	// WrittenAt is the writer's wall clock at the write, in Unix
 	// milliseconds: for people reading the file. Clocks of different hosts
 	// are never compared for liveness (DESIGN.md §2), except by the
@@ -131,8 +135,48 @@ func ReadHeartbeats(fsys volume.FS, clusterDir string) ([]Heartbeat, error) {
 	return out, nil
 }
 
+// ReadHeartbeat reads broker id's heartbeat file through Open (fresh
+// contents), retrying ENOENT and ESTALE a few times. An error wrapping
+// fs.ErrNotExist means there is none; ErrNotHeartbeat, that the file does
+// not hold a valid heartbeat of broker id.
+func ReadHeartbeat(fsys volume.FS, clusterDir string, id int32) (Heartbeat, error) {
+	b, err := readKnown(fsys, HeartbeatPath(clusterDir, id))
+	if err != nil {
+		return Heartbeat{}, fmt.Errorf("heartbeat of broker %d: %w", id, err)
+	}
+	var hb Heartbeat
+	if json.Unmarshal(b, &hb) != nil || hb.BrokerID != id || hb.validate() != nil {
+		return Heartbeat{}, fmt.Errorf("heartbeat of broker %d: %w", id, ErrNotHeartbeat)
+	}
+	return hb, nil
+}
+
+// ErrNotHeartbeat is a heartbeat file that does not parse or names
+// another broker.
+var ErrNotHeartbeat = errors.New("not a valid heartbeat")
+
+// SupplantedError is what a Heartbeater returns once another process has
+// written its broker's heartbeat file: a second process runs with the
+// same broker ID. The two would take each other's partitions in turn
+// forever, so the broker must stop.
+type SupplantedError struct {
+	BrokerID int32
+	// Own is this process's incarnation, Other the one found in the file.
+	Own, Other string
+}
+
+func (e *SupplantedError) Error() string {
+	return fmt.Sprintf("broker %d's heartbeat was written by another process (incarnation %s; this one is %s): "+
+		"two processes run with the same broker ID", e.BrokerID, e.Other, e.Own)
+}
+
 // Heartbeater writes one broker's heartbeats, each with a higher counter.
 // It is safe for concurrent use.
+//
+// Once one of its writes has succeeded the file is its own: before each
+// later write it reads the file back, and if another incarnation wrote it
+// since (other than the one it replaced at start, see Replaces), it writes
+// nothing more and returns a *SupplantedError from then on.
 type Heartbeater struct {
 	fsys       volume.FS
 	clusterDir string
@@ -141,6 +185,10 @@ type Heartbeater struct {
 	hb    Heartbeat
 	swept bool
 	wall  func() time.Time
+
+	replaces   string // the incarnation found at start, ignored
+	wrote      bool   // the last write succeeded: the file holds hb
+	supplanted *SupplantedError
 }
 
 // NewHeartbeater returns a Heartbeater for hb's broker; hb.Counter is the
@@ -154,6 +202,16 @@ func (h *Heartbeater) SetWallClock(now func() time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wall = now
+}
+
+// Replaces names the incarnation whose heartbeat this broker found in its
+// file at start and judged dead (StartCheck). A stale read of the file can
+// only show that one, and if that process was only paused it is the one to
+// stop: it will find this incarnation in the file.
+func (h *Heartbeater) Replaces(incarnation string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.replaces = incarnation
 }
 
 // Beat increments the counter and writes the heartbeat. The first Beat also
@@ -196,6 +254,9 @@ func (h *Heartbeater) Last() Heartbeat {
 }
 
 func (h *Heartbeater) beatLocked() error {
+	if err := h.checkOwnLocked(); err != nil {
+		return err
+	}
 	if !h.swept {
 		h.sweepTemps()
 		h.swept = true
@@ -204,7 +265,28 @@ func (h *Heartbeater) beatLocked() error {
 	// landed, and a counter must never be written twice with two meanings.
 	h.hb.Counter++
 	h.hb.WrittenAt = h.wall().UnixMilli()
-	return WriteHeartbeat(h.fsys, h.clusterDir, h.hb)
+	err := WriteHeartbeat(h.fsys, h.clusterDir, h.hb)
+	h.wrote = err == nil
+	return err
+}
+
+// checkOwnLocked returns the *SupplantedError once the file, which the
+// last (successful) write made this incarnation's, holds another's. After
+// a failed write nothing is concluded: the file may still hold what was
+// there before.
+func (h *Heartbeater) checkOwnLocked() error {
+	if h.supplanted != nil {
+		return h.supplanted
+	}
+	if !h.wrote {
+		return nil
+	}
+	cur, err := ReadHeartbeat(h.fsys, h.clusterDir, h.hb.BrokerID)
+	if err != nil || cur.Incarnation == h.hb.Incarnation || cur.Incarnation == h.replaces {
+		return nil // unreadable this time: no evidence either way
+	}
+	h.supplanted = &SupplantedError{BrokerID: h.hb.BrokerID, Own: h.hb.Incarnation, Other: cur.Incarnation}
+	return h.supplanted
 }
 
 // sweepTemps removes this broker's leftover heartbeat temp files. Only this
@@ -215,9 +297,9 @@ func (h *Heartbeater) sweepTemps() {
 	if err != nil {
 		return
 	}
-	prefix := "." + path.Base(HeartbeatPath(h.clusterDir, h.hb.BrokerID)) + ".tmp-"
+	base := path.Base(HeartbeatPath(h.clusterDir, h.hb.BrokerID))
 	for _, e := range ents {
-		if volume.IsTempName(e.Name()) && strings.HasPrefix(e.Name(), prefix) {
+		if volume.IsTempNameOf(e.Name(), base) {
 			_ = h.fsys.Remove(path.Join(dir, e.Name()))
 		}
 	}

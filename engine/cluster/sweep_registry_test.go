@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -32,12 +33,23 @@ var readOnlyProcedures = map[string]func(fsys volume.FS) error{
 	"Heartbeater.SetWallClock": func(fsys volume.FS) error { heartbeater(fsys).SetWallClock(time.Now); return nil },
 	"Heartbeater.SetReopen":    func(fsys volume.FS) error { heartbeater(fsys).SetReopen([]string{"t/0@id#1"}); return nil },
 	"Heartbeater.Last":         func(fsys volume.FS) error { heartbeater(fsys).Last(); return nil },
-	"Elector.Verify":           func(fsys volume.FS) error { _, err := elector(fsys).Verify(); return err },
-	"Elector.Current":          func(fsys volume.FS) error { elector(fsys).Current(); return nil },
-	"Elector.Status":           func(fsys volume.FS) error { elector(fsys).Status(); return nil },
-	"NewAssignmentReader":      func(fsys volume.FS) error { NewAssignmentReader(fsys, clusterDir); return nil },
-	"NewElector":               func(fsys volume.FS) error { elector(fsys); return nil },
-	"AssignmentReader.Read":    func(fsys volume.FS) error { _, err := NewAssignmentReader(fsys, clusterDir).Read(); return err },
+	"Heartbeater.Replaces":     func(fsys volume.FS) error { heartbeater(fsys).Replaces("old"); return nil },
+	"ReadHeartbeat": func(fsys volume.FS) error {
+		_, err := ReadHeartbeat(fsys, clusterDir, 1)
+		return err
+	},
+	"StartCheck.Run": func(fsys volume.FS) error {
+		clk := &fakeClock{}
+		_, err := StartCheck{FS: fsys, ClusterDir: clusterDir, BrokerID: 1, Lease: lease, Now: clk.Now,
+			Sleep: func(_ context.Context, d time.Duration) error { clk.Advance(d); return nil }}.Run(context.Background())
+		return err
+	},
+	"Elector.Verify":        func(fsys volume.FS) error { _, err := elector(fsys).Verify(); return err },
+	"Elector.Current":       func(fsys volume.FS) error { elector(fsys).Current(); return nil },
+	"Elector.Status":        func(fsys volume.FS) error { elector(fsys).Status(); return nil },
+	"NewAssignmentReader":   func(fsys volume.FS) error { NewAssignmentReader(fsys, clusterDir); return nil },
+	"NewElector":            func(fsys volume.FS) error { elector(fsys); return nil },
+	"AssignmentReader.Read": func(fsys volume.FS) error { _, err := NewAssignmentReader(fsys, clusterDir).Read(); return err },
 	"AssignmentReader.ObserveControllerEpoch": func(fsys volume.FS) error {
 		NewAssignmentReader(fsys, clusterDir).ObserveControllerEpoch(3)
 		return nil

@@ -224,8 +224,10 @@ func (c *Coordinator) OffsetFetch(req kmsg.OffsetFetchRequestGroup, requireStabl
 	}
 	g := c.groups[req.Group]
 	if g == nil {
-		c.mu.Unlock()
-		return resp
+		// A group that does not exist (yet) has no committed offset:
+		// every asked partition answers -1, as Kafka (clients wait for,
+		// or fail on, a partition missing from the answer).
+		g = &noGroup
 	}
 	if req.Topics == nil {
 		for _, tp := range g.sortedPartitions() {
@@ -262,6 +264,10 @@ func (c *Coordinator) OffsetFetch(req kmsg.OffsetFetchRequestGroup, requireStabl
 	}
 	return resp
 }
+
+// noGroup stands for a group that does not exist in OffsetFetch: no
+// offsets, no pending transactional ones. Only read.
+var noGroup group
 
 // offsetStamp is a fetched offset's place in the answer and its topic ID.
 type offsetStamp struct {

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
+)
+
+// brokerEnv names the environment variable of each flag that has one. A
+// set variable is the flag's default, parsed by the flag itself
+// (envdefault.Parse); --shutdown-timeout has none.
+var brokerEnv = envdefault.Vars{
+	"data":                     "KAAS_DATA_DIR",
+	"cluster-dir":              "KAAS_CLUSTER_DIR",
+	"id":                       "KAAS_BROKER_ID",
+	"listen":                   "KAAS_LISTEN",
+	"advertise":                "KAAS_ADVERTISE",
+	"admin":                    "KAAS_ADMIN",
+	"zone":                     "KAAS_ZONE",
+	"auto-create-topics":       "KAAS_AUTO_CREATE_TOPICS",
+	"default-partitions":       "KAAS_DEFAULT_PARTITIONS",
+	"max-request-bytes":        "KAAS_MAX_REQUEST_BYTES",
+	"max-queued-request-bytes": "KAAS_MAX_QUEUED_REQUEST_BYTES",
+	"max-connections":          "KAAS_MAX_CONNECTIONS",
+	"max-connections-per-ip":   "KAAS_MAX_CONNECTIONS_PER_IP",
+	"fetch-max-bytes":          "KAAS_FETCH_MAX_BYTES",
+	"heartbeat-interval":       "KAAS_HEARTBEAT_INTERVAL",
+	"lease":                    "KAAS_LEASE",
+	"v":                        "KAAS_V",
+	"log-format":               "KAAS_LOG_FORMAT",
+	"check-volume":             "KAAS_CHECK_VOLUME",
+
+	"max-partitions-per-broker":   "KAAS_MAX_PARTITIONS_PER_BROKER",
+	"max-producers-per-partition": "KAAS_MAX_PRODUCERS_PER_PARTITION",
+
+	"group-initial-rebalance-delay":    "KAAS_GROUP_INITIAL_REBALANCE_DELAY",
+	"group-min-session-timeout":        "KAAS_GROUP_MIN_SESSION_TIMEOUT",
+	"group-max-session-timeout":        "KAAS_GROUP_MAX_SESSION_TIMEOUT",
+	"offsets-retention":                "KAAS_OFFSETS_RETENTION",
+	"offsets-retention-check-interval": "KAAS_OFFSETS_RETENTION_CHECK_INTERVAL",
+	"group-max-size":                   "KAAS_GROUP_MAX_SIZE",
+	"transaction-max-timeout":          "KAAS_TRANSACTION_MAX_TIMEOUT",
+	"transaction-abort-check-interval": "KAAS_TRANSACTION_ABORT_CHECK_INTERVAL",
+	"transactional-id-expiration":      "KAAS_TRANSACTIONAL_ID_EXPIRATION",
+	"producer-id-expiration":           "KAAS_PRODUCER_ID_EXPIRATION",
+	"retention-check-interval":         "KAAS_RETENTION_CHECK_INTERVAL",
+
+	"inject-faults":           "KAAS_INJECT_FAULTS",
+	"crash-at-step":           "KAAS_CRASH_AT_STEP",
+	"unsafe-negative-control": "KAAS_UNSAFE_NEGATIVE_CONTROL",
+	"debug-clock":             "KAAS_DEBUG_CLOCK",
+}
+
+// withHint adds what usually causes an empty KAAS_BROKER_ID: the chart
+// takes it from the pod-index label through the downward API, which gives
+// the empty string when the label is missing.
+func withHint(err error) error {
+	var ee *envdefault.Error
+	if errors.As(err, &ee) && ee.Var == "KAAS_BROKER_ID" && ee.Value == "" {
+		return errors.New(err.Error() + "; in Kubernetes the chart sets it from the pod label apps.kubernetes.io/pod-index, " +
+			"which StatefulSet pods carry from Kubernetes 1.28 (PodIndexLabel): is the label missing?")
+	}
+	return err
+}

@@ -1,0 +1,189 @@
+package engine
+
+// The partition budget (issue 15, finding 1): each open partition holds
+// file descriptors (four for its active segment, one per sealed segment),
+// and a broker that opens more than its fd limit holds runs out of them
+// for clients and its own control plane. Config.MaxPartitionsPerBroker is
+// this broker's share of its fd limit for partitions (cmd/kaas-broker:
+// fdbudget.go). It is enforced twice:
+//
+//   - Admission: CreateTopics, CreatePartitions and auto-creation that
+//     would make the cluster's partitions more than its live brokers'
+//     budgets together are refused whole, up front (POLICY_VIOLATION).
+//     Each broker publishes its budget in its heartbeat; a broker whose
+//     heartbeat has none (an older kaas) is counted with this broker's.
+//     The count is of the desired state as this broker's routing table
+//     holds it (its own changes at once, other brokers' within a resync
+//     interval): the volume has no compare-and-swap, so two brokers
+//     admitting at the same moment can overshoot by what they admitted.
+//     Placement is by rendezvous hashing, so a broker's share can exceed
+//     the mean by a few percent; the second enforcement covers that.
+//   - Opening: a broker holds at most its budget of partitions open. An
+//     open beyond it fails as an ordinary, retried reconcile error naming
+//     the budget: the partition is reported unserved (reconcile status,
+//     /readyz, /status) and is opened when a slot frees, so the broker
+//     keeps the rest of its fds for clients and never crash-loops on a
+//     desired state larger than it can serve.
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+)
+
+// ErrPartitionBudget refuses an admin change that would make the cluster
+// hold more partitions than its brokers' budgets, and fails an open beyond
+// this broker's budget.
+var ErrPartitionBudget = errors.New("partition budget")
+
+// desiredPartitions counts the partitions of every live topic this broker
+// knows.
+func (e *Engine) desiredPartitions() int64 {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	var n int64
+	for _, t := range e.topics {
+		if !t.spec.Deleted {
+			n += int64(t.spec.Partitions)
+		}
+	}
+	return n
+}
+
+// clusterPartitionBudget sums the budgets of the live brokers (this one
+// included, live or not yet); perBroker is their common budget, -1 if
+// they differ.
+func (e *Engine) clusterPartitionBudget() (capacity int64, brokers int, perBroker int64) {
+	own := int64(e.cfg.MaxPartitionsPerBroker)
+	capacity, brokers, perBroker = own, 1, own
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	for _, b := range e.live {
+		if b.ID == e.cfg.BrokerID {
+			continue
+		}
+		budget := own
+		if hb, ok := e.heartbeats[b.ID]; ok && hb.MaxPartitions > 0 {
+			budget = int64(hb.MaxPartitions)
+		}
+		if budget != perBroker {
+			perBroker = -1
+		}
+		capacity += budget
+		brokers++
+	}
+	return capacity, brokers, perBroker
+}
+
+// checkPartitionBudget refuses adding partitions to the cluster beyond
+// its brokers' budgets. The caller holds adminMu.
+func (e *Engine) checkPartitionBudget(adding int64) error {
+	if e.cfg.MaxPartitionsPerBroker <= 0 || adding <= 0 {
+		return nil
+	}
+	total := e.desiredPartitions() + adding
+	capacity, brokers, per := e.clusterPartitionBudget()
+	if total <= capacity {
+		return nil
+	}
+	on := "1 broker"
+	if brokers > 1 {
+		on = fmt.Sprintf("%d live brokers", brokers)
+	}
+	if per >= 0 {
+		return fmt.Errorf("%w: creating %d partitions would make %d on %s; each broker holds at most %d (--max-partitions-per-broker)",
+			ErrPartitionBudget, adding, total, on, per)
+	}
+	return fmt.Errorf("%w: creating %d partitions would make %d on %s, which hold at most %d together (the sum of their --max-partitions-per-broker)",
+		ErrPartitionBudget, adding, total, on, capacity)
+}
+
+// takeOpenSlot reserves one of this broker's budget of open partitions
+// for an open of what (topic/partition); releaseOpenSlot gives it back
+// when that open fails or the partition is closed.
+func (e *Engine) takeOpenSlot(what string) error {
+	limit := int64(e.cfg.MaxPartitionsPerBroker)
+	for {
+		n := e.openSlots.Load()
+		if limit > 0 && n >= limit {
+			return budgetFull(what, n, limit)
+		}
+		if e.openSlots.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
+}
+
+func (e *Engine) releaseOpenSlot() { e.openSlots.Add(-1) }
+
+func budgetFull(what string, open, limit int64) error {
+	return fmt.Errorf("%w: %s is not opened: this broker holds %d partitions open, all of its budget (--max-partitions-per-broker %d); it opens when one is released",
+		ErrPartitionBudget, what, open, limit)
+}
+
+// stillOverBudget fails an open of key at once, with the budget error,
+// while the budget is full and the partition's last open failed for it:
+// the failure is in its reconcile status already, so a retry costs no
+// volume I/O until a slot frees.
+func (e *Engine) stillOverBudget(key, what string) error {
+	limit := int64(e.cfg.MaxPartitionsPerBroker)
+	open := e.openSlots.Load()
+	if limit <= 0 || open < limit {
+		return nil
+	}
+	e.clMu.RLock()
+	f, ok := e.openErrs[key]
+	e.clMu.RUnlock()
+	if !ok || !f.overBudget {
+		return nil
+	}
+	return budgetFull(what, open, limit)
+}
+
+// openFailure is why a partition assigned to this broker is not served.
+type openFailure struct {
+	err        string
+	overBudget bool
+	noFDs      bool // EMFILE or ENFILE from the OS
+}
+
+// noteOpen records the outcome of an open (nil: served, or released).
+func (e *Engine) noteOpen(key string, err error) {
+	if err == nil {
+		// The common case, for every partition at every reconcile: a
+		// read lock unless there is something to forget.
+		e.clMu.RLock()
+		_, failed := e.openErrs[key]
+		e.clMu.RUnlock()
+		if !failed {
+			return
+		}
+	}
+	e.clMu.Lock()
+	defer e.clMu.Unlock()
+	if err == nil {
+		delete(e.openErrs, key)
+		return
+	}
+	e.openErrs[key] = openFailure{err: err.Error(), overBudget: errors.Is(err, ErrPartitionBudget),
+		noFDs: errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)}
+}
+
+// forgetOpens drops the recorded open failures of a topic incarnation.
+func (e *Engine) forgetOpens(name, id string) {
+	prefix, suffix := name+"/", "@"+id
+	e.clMu.Lock()
+	defer e.clMu.Unlock()
+	for k := range e.openErrs {
+		if strings.HasPrefix(k, prefix) && (id == "" || strings.HasSuffix(k, suffix)) {
+			delete(e.openErrs, k)
+		}
+	}
+}
+
+// openFailureLocked is the recorded failure of key; clMu held.
+func (e *Engine) openFailureLocked(key string) (openFailure, bool) {
+	f, ok := e.openErrs[key]
+	return f, ok
+}
