@@ -3,10 +3,21 @@ package wire
 // Produce: versions 3-9.
 //
 // Behavior:
+// * acks other than -1, 0 and 1 is INVALID_REQUIRED_ACKS for every
+//   partition that exists (UNKNOWN_TOPIC_OR_PARTITION for the others, no
+//   auto-create), as Kafka answers, and nothing is written.
 // * Each partition's records are split into RecordBatch v2 batches, each
 //   validated (length, magic, CRC-32C, offsets, max.message.bytes) and
 //   checked against idempotent-producer state, then appended as received
 //   with leader-assigned offsets. Compressed batches are stored as they came.
+// * Every record of every batch is decoded first, as Kafka's LogValidator
+//   does (volume/records): a codec that does not exist, a broken or
+//   truncated compressed stream is CORRUPT_MESSAGE; a bad varint or
+//   length, an offset delta out of sequence, a bad header, a count that
+//   lies is INVALID_RECORD; records that inflate past MaxFrameBytes are
+//   MESSAGE_TOO_LARGE. Clients may not write control batches, nor an
+//   idempotent batch without a sequence (INVALID_RECORD), nor set the
+//   LogAppendTime bit (INVALID_TIMESTAMP), as Kafka's LogValidator.
 // * acks=1 and acks=-1 are answered only after the data is fsynced and the
 //   partition's fence re-checked; concurrent requests share one fsync (group
 //   commit). Appends happen in request order on the connection's read path;
@@ -45,6 +56,7 @@ import (
 
 	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/volume/partlog"
+	"github.com/kaas-dev/kaas/volume/records"
 )
 
 type pendingSync struct {
@@ -57,6 +69,13 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	eng := c.s.eng
+	if req.Acks != -1 && req.Acks != 0 && req.Acks != 1 {
+		r.finish(invalidAcksResponse(c, req, resp))
+		return
+	}
+	// A compressed batch may inflate to at most what one request may carry
+	// uncompressed: a bomb costs no more than a plain request.
+	limit := int(c.s.cfg.MaxFrameBytes)
 	var pending []pendingSync
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti := range req.Topics {
@@ -88,7 +107,7 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 				setErr(err)
 				continue
 			}
-			last, first, err := appendBatches(part, rp.Records, req.TransactionID != nil)
+			last, first, err := appendBatches(part, rp.Records, req.TransactionID != nil, limit)
 			var unverified *engine.TxnUnverifiedError
 			if errors.As(err, &unverified) {
 				// The transaction's first batch here: verify, then append
@@ -97,7 +116,7 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 				// transaction and partition.
 				if err = c.verifyTxn(*req.TransactionID, unverified, rt.Topic, rp.Partition); err == nil {
 					part.Verified(unverified.ProducerID, unverified.ProducerEpoch)
-					last, first, err = appendBatches(part, rp.Records, true)
+					last, first, err = appendBatches(part, rp.Records, true, limit)
 				}
 			}
 			if err != nil {
@@ -147,41 +166,56 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 
 // appendBatches appends every batch in records, in order. It returns the
 // last offset appended and the result of the first batch. As in Kafka, a
-// partition's record set is all or nothing: every batch's framing, magic and
-// CRC are checked before the first one is appended, so a bad batch after a
-// good one cannot leave the good one written under an error answer (which
-// the client would retry, duplicating it).
-func appendBatches(part *engine.Partition, records []byte, transactional bool) (int64, engine.ProduceResult, error) {
+// partition's record set is all or nothing: every batch's framing, magic,
+// CRC and records (decompressed to at most limit bytes) are checked before
+// the first one is appended, so a bad batch after a good one cannot leave
+// the good one written under an error answer (which the client would
+// retry, duplicating it).
+func appendBatches(part *engine.Partition, recs []byte, transactional bool, limit int) (int64, engine.ProduceResult, error) {
 	var (
 		first engine.ProduceResult
 		last  int64 = -1
 	)
-	batches, err := splitBatches(records)
+	batches, err := splitBatches(recs)
 	if err != nil {
 		return 0, first, err
 	}
-	if !transactional {
-		for _, b := range batches {
-			if binary.BigEndian.Uint16(b[21:23])&attrTransactional != 0 {
-				return 0, first, fmt.Errorf("%w: a transactional batch needs the produce request's transactional ID", engine.ErrInvalidRecord)
-			}
+	inBatch := func(n int, err error) error {
+		if len(batches) > 1 {
+			return fmt.Errorf("batch %d: %w", n, err)
+		}
+		return err
+	}
+	for n, b := range batches {
+		attrs := binary.BigEndian.Uint16(b[21:23])
+		if !transactional && attrs&attrTransactional != 0 {
+			return 0, first, inBatch(n, fmt.Errorf("%w: a transactional batch needs the produce request's transactional ID", engine.ErrInvalidRecord))
+		}
+		// The rest is Kafka's LogValidator.validateBatch for clients.
+		if attrs&attrControl != 0 {
+			return 0, first, inBatch(n, fmt.Errorf("%w: clients may not write control batches", engine.ErrInvalidRecord))
+		}
+		if pid, seq := int64(binary.BigEndian.Uint64(b[43:51])), int32(binary.BigEndian.Uint32(b[53:57])); pid >= 0 && seq < 0 {
+			return 0, first, inBatch(n, fmt.Errorf("%w: sequence %d in a batch of producer ID %d", engine.ErrInvalidRecord, seq, pid))
+		}
+		if attrs&attrLogAppendTime != 0 {
+			return 0, first, inBatch(n, &codedError{code: kerr.InvalidTimestamp.Code, err: errors.New("producers may not set the timestamp type to LogAppendTime")})
 		}
 	}
-	if len(batches) > 1 {
-		// One batch is validated by Append itself before anything is written.
-		for n, b := range batches {
-			if _, err := partlog.ValidateBatch(b); err != nil {
-				return 0, first, fmt.Errorf("batch %d: %w", n, err)
-			}
+	v := records.Acquire()
+	defer v.Release()
+	for n, b := range batches {
+		if _, err := partlog.ValidateBatch(b); err != nil {
+			return 0, first, inBatch(n, err)
+		}
+		if err := v.Validate(b, limit); err != nil {
+			return 0, first, inBatch(n, recordsError(err))
 		}
 	}
 	for n, b := range batches {
 		l, res, err := part.Append(b)
 		if err != nil {
-			if n > 0 {
-				err = fmt.Errorf("batch %d: %w", n, err)
-			}
-			return 0, first, err
+			return 0, first, inBatch(n, err)
 		}
 		if n == 0 {
 			first = res
@@ -191,9 +225,52 @@ func appendBatches(part *engine.Partition, records []byte, transactional bool) (
 	return last, first, nil
 }
 
-// attrTransactional is the transactional bit of a batch's attributes
-// (bytes 21-22 of a batch).
-const attrTransactional = 0x10
+// recordsError gives a refusal of volume/records the code Kafka answers.
+func recordsError(err error) error {
+	code := kerr.CorruptMessage.Code
+	switch {
+	case errors.Is(err, records.ErrInvalid):
+		code = kerr.InvalidRecord.Code
+	case errors.Is(err, records.ErrTooLarge):
+		code = kerr.MessageTooLarge.Code
+	}
+	return &codedError{code: code, err: err}
+}
+
+// invalidAcksResponse answers a produce whose acks is not -1, 0 or 1, as
+// Kafka's broker does: UNKNOWN_TOPIC_OR_PARTITION for partitions that do
+// not exist (found before the acks check), INVALID_REQUIRED_ACKS for the
+// others; nothing is appended or auto-created.
+func invalidAcksResponse(c *conn, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) *kmsg.ProduceResponse {
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for ti, rt := range req.Topics {
+		st := &resp.Topics[ti]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for pi, rp := range rt.Partitions {
+			sp := &st.Partitions[pi]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.BaseOffset = rp.Partition, -1
+			err := error(&codedError{code: kerr.InvalidRequiredAcks.Code, err: fmt.Errorf("acks %d: must be -1 (all), 0 (none) or 1 (leader)", req.Acks)})
+			if _, perr := c.s.eng.Partition(rt.Topic, rp.Partition); errors.Is(perr, engine.ErrUnknownTopic) || errors.Is(perr, engine.ErrInvalidTopic) {
+				err = perr
+			}
+			sp.ErrorCode = errorCode(err)
+			if req.Version >= 8 {
+				sp.ErrorMessage = errMessage(err)
+			}
+		}
+	}
+	return resp
+}
+
+// Bits of a batch's attributes (bytes 21-22 of a batch).
+const (
+	attrLogAppendTime = 0x08
+	attrTransactional = 0x10
+	attrControl       = 0x20
+)
 
 // verifyTxn asks the transaction's coordinator whether topic/partition is
 // in the producer's ongoing transaction, and turns its answer into the

@@ -7,10 +7,12 @@ package wire
 //   level 1) the last stable offset: the first offset of the oldest open
 //   transaction; -2 (earliest) the log start offset; -3 (v7, max
 //   timestamp) the batch holding the largest timestamp.
-// * A timestamp finds the first batch whose max timestamp is at or after
-//   it, answered with the batch's base offset: kaas indexes time per batch,
-//   so the answer may precede the first matching record within that batch,
-//   never follow it (consumers then skip a few records, none are missed).
+// * A timestamp finds the first record whose timestamp is at or after it,
+//   answered with that record's offset and timestamp, as Kafka: the time
+//   index is per batch, and the batch it finds is decoded (decompressed
+//   where needed) to find the record. A LogAppendTime batch's records all
+//   bear its append time. A stored batch that cannot be decoded answers
+//   its base offset (before any matching record, never after).
 // * No match: offset -1, timestamp -1, as Kafka.
 //
 // Version notes:

@@ -669,13 +669,13 @@ func (l *Log) scanSegment(d *durableState, from int64, fn func(h BatchHeader) er
 	}
 }
 
-// OffsetForTimestamp returns the base offset and max timestamp of the first
-// batch (in offset order, below the high watermark) whose max timestamp is
-// >= ts. It works at batch granularity, like Kafka's ListOffsets for v2
-// batches: the broker returns the batch's base offset, and a client that
-// needs the exact record skips the records of that batch with smaller
-// timestamps. The special Kafka timestamps (-1 latest, -2 earliest, -3 max)
-// are the broker's to map to HighWatermark, LogStartOffset and MaxTimestamp.
+// OffsetForTimestamp returns the offset and timestamp of the first record
+// (in offset order, below the high watermark) whose timestamp is >= ts, as
+// Kafka's ListOffsets: the time index finds the first batch whose max
+// timestamp is >= ts, and that batch's records are decoded to find the
+// record (recordAtOrAfter). The special Kafka timestamps (-1 latest, -2
+// earliest, -3 max) are the broker's to map to HighWatermark,
+// LogStartOffset and MaxTimestamp.
 func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
 	if l.Err() != nil || l.isClosed.Load() {
 		return 0, 0, false
@@ -721,7 +721,7 @@ func (l *Log) offsetForTimestampIn(v readView, ts int64) (offset, timestamp int6
 	sc := newHeaderScanner(s.rf, s.rf.Name(), pos, v.limit)
 	defer sc.release()
 	for {
-		h, _, err := sc.next()
+		h, at, err := sc.next()
 		if err == io.EOF {
 			return 0, 0, false, nil
 		}
@@ -730,7 +730,9 @@ func (l *Log) offsetForTimestampIn(v readView, ts int64) (offset, timestamp int6
 			return 0, 0, false, err
 		}
 		if h.MaxTimestamp >= ts {
-			return h.BaseOffset, h.MaxTimestamp, true, nil
+			if offset, timestamp, ok := l.recordAtOrAfter(s, at, h, ts); ok {
+				return offset, timestamp, true, nil
+			}
 		}
 	}
 }

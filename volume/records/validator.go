@@ -1,0 +1,268 @@
+package records
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Validator decodes the records of one batch at a time. It keeps its
+// decompressors and buffers between batches, so a warm Validator allocates
+// nothing; it is not safe for concurrent use. Take one from the pool with
+// Acquire, give it back with Release.
+type Validator struct {
+	s stream
+	c codecs
+}
+
+var pool = sync.Pool{New: func() any { return new(Validator) }}
+
+// Acquire takes a Validator from a process-wide pool. The pool holds only
+// Validators not in use, and drops them at GC: memory follows the number
+// of batches being validated at once, not the number of connections.
+func Acquire() *Validator { return pool.Get().(*Validator) }
+
+// Release gives v back to the pool; v must not be used afterwards.
+func (v *Validator) Release() { pool.Put(v) }
+
+// Validate checks every record of batch, a RecordBatch v2 whose header and
+// CRC are already checked (partlog.ValidateBatch), as Kafka's broker does:
+// a known codec whose stream decodes to its end; exactly NumRecords
+// records, each with a positive length its fields fill exactly, an offset
+// delta equal to its index, keys and values null (-1) or present, headers
+// with non-null keys; nothing after the last record; and for a control
+// batch, one record with a transaction marker's key and value. The records
+// may inflate to at most limit bytes (ErrTooLarge beyond). Errors wrap
+// ErrCorrupt, ErrInvalid or ErrTooLarge and name the record and field.
+func (v *Validator) Validate(batch []byte, limit int) error {
+	return v.walk(batch, limit, nil)
+}
+
+// Each calls fn with the offset delta and timestamp of every record of
+// batch, in order, until fn returns false, checking the records as
+// Validate does on the way. A LogAppendTime batch's records all take its
+// max timestamp.
+func (v *Validator) Each(batch []byte, limit int, fn func(offsetDelta int32, timestamp int64) bool) error {
+	return v.walk(batch, limit, fn)
+}
+
+// FirstAtOrAfter returns the first record of batch, in offset order, whose
+// timestamp is at or after ts (Kafka's ListOffsets by timestamp within a
+// batch): its offset delta and timestamp. ok is false when no record is.
+func (v *Validator) FirstAtOrAfter(batch []byte, ts int64, limit int) (offsetDelta int32, timestamp int64, ok bool, err error) {
+	if len(batch) < headerSize {
+		return 0, 0, false, fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
+	}
+	if h := parseHeader(batch); h.logAppendTime() {
+		return 0, h.maxTimestamp, h.maxTimestamp >= ts, nil
+	}
+	err = v.walk(batch, limit, func(d int32, t int64) bool {
+		if t >= ts {
+			offsetDelta, timestamp, ok = d, t, true
+			return false
+		}
+		return true
+	})
+	return offsetDelta, timestamp, ok, err
+}
+
+func (v *Validator) walk(batch []byte, limit int, fn func(int32, int64) bool) error {
+	if len(batch) < headerSize {
+		return fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
+	}
+	h := parseHeader(batch)
+	if h.numRecords < 1 || int64(h.numRecords) != int64(h.lastOffsetDelta)+1 {
+		return fmt.Errorf("%w: %d records for last offset delta %d", ErrInvalid, h.numRecords, h.lastOffsetDelta)
+	}
+	if h.control() && h.numRecords != 1 {
+		return fmt.Errorf("%w: a control batch of %d records, want 1", ErrInvalid, h.numRecords)
+	}
+	codec := h.codec()
+	if err := v.c.open(&v.s, codec, batch[headerSize:], int64(limit)); err != nil {
+		return err
+	}
+	defer v.release()
+	for i := range h.numRecords {
+		tsDelta, err := v.record(i, h.control())
+		if err != nil {
+			return err
+		}
+		if fn != nil {
+			ts := h.firstTimestamp + tsDelta
+			if h.logAppendTime() {
+				ts = h.maxTimestamp
+			}
+			if !fn(i, ts) {
+				return nil
+			}
+		}
+	}
+	end, err := v.s.atEnd()
+	if err != nil {
+		return fmt.Errorf("after the last record: %w", err)
+	}
+	if !end {
+		return fmt.Errorf("%w: bytes after the last of %d records", ErrInvalid, h.numRecords)
+	}
+	if n := v.c.leftover(codec); n > 0 {
+		return fmt.Errorf("%w: %d bytes after the end of the compressed stream", ErrCorrupt, n)
+	}
+	return nil
+}
+
+func (v *Validator) release() {
+	v.s = stream{window: v.s.window}
+	v.c.release()
+}
+
+// bad wraps what went wrong reading a field of record i: a short or
+// malformed field is an invalid record; a decompressor's failure or the
+// limit stays what it is.
+func bad(i int32, field string, err error) error {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTooLarge) {
+		return fmt.Errorf("record %d: %s: %w", i, field, err)
+	}
+	return fmt.Errorf("%w: record %d: %s: %v", ErrInvalid, i, field, err)
+}
+
+// record reads record i (DefaultRecord's layout) and returns its timestamp
+// delta.
+func (v *Validator) record(i int32, control bool) (int64, error) {
+	s := &v.s
+	length, err := s.varint()
+	if err != nil {
+		return 0, bad(i, "length", err)
+	}
+	if length <= 0 {
+		return 0, fmt.Errorf("%w: record %d: length %d", ErrInvalid, i, length)
+	}
+	if rem := s.remaining(); int64(length) > rem {
+		if s.src != nil { // what is left is the limit, not the data
+			return 0, fmt.Errorf("%w: record %d: length %d, past the %d-byte limit", ErrTooLarge, i, length, s.limit)
+		}
+		return 0, fmt.Errorf("%w: record %d: length %d, only %d bytes left", ErrInvalid, i, length, rem)
+	}
+	end := s.offset() + int64(length)
+	if _, err := s.byte(); err != nil { // attributes: unused in v2
+		return 0, bad(i, "attributes", err)
+	}
+	tsDelta, err := s.varlong()
+	if err != nil {
+		return 0, bad(i, "timestamp delta", err)
+	}
+	offsetDelta, err := s.varint()
+	if err != nil {
+		return 0, bad(i, "offset delta", err)
+	}
+	if offsetDelta != i {
+		return 0, fmt.Errorf("%w: record %d: offset delta %d, want %d", ErrInvalid, i, offsetDelta, i)
+	}
+	keyLen, err := v.bytesField(i, "key", end, control, false)
+	if err != nil {
+		return 0, err
+	}
+	if control && keyLen < 4 {
+		return 0, fmt.Errorf("%w: record %d: a control key of %d bytes, want 4 (-1: null)", ErrInvalid, i, keyLen)
+	}
+	valueLen, err := v.bytesField(i, "value", end, false, control)
+	if err != nil {
+		return 0, err
+	}
+	if control && valueLen < 6 {
+		return 0, fmt.Errorf("%w: record %d: a transaction marker value of %d bytes, want at least 6", ErrInvalid, i, valueLen)
+	}
+	headers, err := s.varint()
+	if err != nil {
+		return 0, bad(i, "header count", err)
+	}
+	if headers < 0 || int64(headers)*2 > end-s.offset() { // a header takes at least 2 bytes
+		return 0, fmt.Errorf("%w: record %d: %d headers in %d bytes", ErrInvalid, i, headers, max(end-s.offset(), 0))
+	}
+	for h := range headers {
+		kl, err := s.varint()
+		if err != nil {
+			return 0, bad(i, "header key length", err)
+		}
+		if kl < 0 { // DefaultRecord: "Invalid negative header key size"
+			return 0, fmt.Errorf("%w: record %d: header %d: key length %d (header keys may not be null)", ErrInvalid, i, h, kl)
+		}
+		if err := v.skipWithin(i, "header key", kl, end); err != nil {
+			return 0, err
+		}
+		vl, err := s.varint()
+		if err != nil {
+			return 0, bad(i, "header value length", err)
+		}
+		if vl < -1 {
+			return 0, fmt.Errorf("%w: record %d: header %d: value length %d", ErrInvalid, i, h, vl)
+		}
+		if vl > 0 {
+			if err := v.skipWithin(i, "header value", vl, end); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if at := s.offset(); at != end {
+		return 0, fmt.Errorf("%w: record %d: length %d, its fields take %d bytes", ErrInvalid, i, length, int64(length)+at-end)
+	}
+	return tsDelta, nil
+}
+
+// bytesField reads a length-prefixed key or value (-1: null) and skips or
+// checks its bytes. It returns the length.
+func (v *Validator) bytesField(i int32, field string, end int64, controlKey, controlValue bool) (int32, error) {
+	n, err := v.s.varint()
+	if err != nil {
+		return 0, bad(i, field+" length", err)
+	}
+	if n < -1 {
+		return 0, fmt.Errorf("%w: record %d: %s length %d", ErrInvalid, i, field, n)
+	}
+	if n <= 0 {
+		return n, nil
+	}
+	if left := end - v.s.offset(); int64(n) > left {
+		return 0, fmt.Errorf("%w: record %d: a %s of %d bytes in the record's last %d", ErrInvalid, i, field, n, max(left, 0))
+	}
+	skip := int64(n)
+	switch {
+	case controlKey && n >= 4:
+		// ControlRecordType: version 0, type 0 (abort) or 1 (commit).
+		var key [4]byte
+		if err := v.s.read(key[:]); err != nil {
+			return 0, bad(i, "control key", err)
+		}
+		version, typ := int16(binary.BigEndian.Uint16(key[:])), int16(binary.BigEndian.Uint16(key[2:]))
+		if version != 0 || (typ != 0 && typ != 1) {
+			return 0, fmt.Errorf("%w: record %d: control key version %d type %d, want version 0, type 0 (abort) or 1 (commit)", ErrInvalid, i, version, typ)
+		}
+		skip -= 4
+	case controlKey:
+		return 0, fmt.Errorf("%w: record %d: a control key of %d bytes, want 4", ErrInvalid, i, n)
+	case controlValue && n >= 2:
+		var version [2]byte
+		if err := v.s.read(version[:]); err != nil {
+			return 0, bad(i, "marker value", err)
+		}
+		if ver := int16(binary.BigEndian.Uint16(version[:])); ver < 0 {
+			return 0, fmt.Errorf("%w: record %d: transaction marker version %d", ErrInvalid, i, ver)
+		}
+		skip -= 2
+	}
+	if err := v.s.skip(skip); err != nil {
+		return 0, bad(i, field, err)
+	}
+	return n, nil
+}
+
+// skipWithin skips n bytes of a field that must end by the record's end.
+func (v *Validator) skipWithin(i int32, field string, n int32, end int64) error {
+	if left := end - v.s.offset(); int64(n) > left {
+		return fmt.Errorf("%w: record %d: a %s of %d bytes in the record's last %d", ErrInvalid, i, field, n, max(left, 0))
+	}
+	if err := v.s.skip(int64(n)); err != nil {
+		return bad(i, field, err)
+	}
+	return nil
+}
