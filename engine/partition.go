@@ -86,10 +86,17 @@ type ProduceResult struct {
 // txnpartition.go); a non-transactional one from a producer with a
 // transaction open here, with ErrInvalidTxnState.
 func (p *Partition) Append(batch []byte) (lastOffset int64, res ProduceResult, err error) {
-	h, err := partlog.ParseBatchHeader(batch)
+	c, err := partlog.Check(batch)
 	if err != nil {
 		return 0, res, err
 	}
+	return p.AppendChecked(c)
+}
+
+// AppendChecked is Append of a batch already validated by partlog.Check
+// (the produce path checks every batch of a request before appending any).
+func (p *Partition) AppendChecked(c partlog.Checked) (lastOffset int64, res ProduceResult, err error) {
+	h, batch := c.Header(), c.Bytes()
 	if h.IsControl() {
 		return 0, res, fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
 	}
@@ -121,7 +128,7 @@ func (p *Partition) Append(batch []byte) (lastOffset int64, res ProduceResult, e
 			}
 		}
 	}
-	ar, err := p.log.Append(batch)
+	ar, err := p.log.AppendChecked(c)
 	if err != nil {
 		if p.log.Err() != nil && p.onFailure != nil {
 			p.onFailure(p)

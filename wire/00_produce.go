@@ -187,33 +187,30 @@ func appendBatches(part *engine.Partition, recs []byte, transactional bool, limi
 		return err
 	}
 	for n, b := range batches {
-		attrs := binary.BigEndian.Uint16(b[21:23])
-		if !transactional && attrs&attrTransactional != 0 {
+		h := b.Header()
+		if !transactional && h.IsTransactional() {
 			return 0, first, inBatch(n, fmt.Errorf("%w: a transactional batch needs the produce request's transactional ID", engine.ErrInvalidRecord))
 		}
 		// The rest is Kafka's LogValidator.validateBatch for clients.
-		if attrs&attrControl != 0 {
+		if h.IsControl() {
 			return 0, first, inBatch(n, fmt.Errorf("%w: clients may not write control batches", engine.ErrInvalidRecord))
 		}
-		if pid, seq := int64(binary.BigEndian.Uint64(b[43:51])), int32(binary.BigEndian.Uint32(b[53:57])); pid >= 0 && seq < 0 {
-			return 0, first, inBatch(n, fmt.Errorf("%w: sequence %d in a batch of producer ID %d", engine.ErrInvalidRecord, seq, pid))
+		if h.ProducerID >= 0 && h.BaseSequence < 0 {
+			return 0, first, inBatch(n, fmt.Errorf("%w: sequence %d in a batch of producer ID %d", engine.ErrInvalidRecord, h.BaseSequence, h.ProducerID))
 		}
-		if attrs&attrLogAppendTime != 0 {
+		if h.LogAppendTime() {
 			return 0, first, inBatch(n, &codedError{code: kerr.InvalidTimestamp.Code, err: errors.New("producers may not set the timestamp type to LogAppendTime")})
 		}
 	}
 	v := records.Acquire()
 	defer v.Release()
 	for n, b := range batches {
-		if _, err := partlog.ValidateBatch(b); err != nil {
-			return 0, first, inBatch(n, err)
-		}
-		if err := v.Validate(b, limit); err != nil {
+		if err := v.Validate(b.Bytes(), limit); err != nil {
 			return 0, first, inBatch(n, recordsError(err))
 		}
 	}
 	for n, b := range batches {
-		l, res, err := part.Append(b)
+		l, res, err := part.AppendChecked(b)
 		if err != nil {
 			return 0, first, inBatch(n, err)
 		}
@@ -265,13 +262,6 @@ func invalidAcksResponse(c *conn, req *kmsg.ProduceRequest, resp *kmsg.ProduceRe
 	return resp
 }
 
-// Bits of a batch's attributes (bytes 21-22 of a batch).
-const (
-	attrLogAppendTime = 0x08
-	attrTransactional = 0x10
-	attrControl       = 0x20
-)
-
 // verifyTxn asks the transaction's coordinator whether topic/partition is
 // in the producer's ongoing transaction, and turns its answer into the
 // error a produce answers.
@@ -301,12 +291,12 @@ func (c *conn) verifyTxn(txnID string, u *engine.TxnUnverifiedError, topic strin
 
 // splitBatches cuts a partition's record set into its batches by their
 // length fields.
-func splitBatches(records []byte) ([][]byte, error) {
+func splitBatches(records []byte) ([]partlog.Checked, error) {
 	if len(records) == 0 {
 		// Kafka: INVALID_RECORD (not the retriable CORRUPT_MESSAGE).
 		return nil, fmt.Errorf("%w: produce requests must carry at least one record batch per partition", engine.ErrInvalidRecord)
 	}
-	var out [][]byte
+	var out []partlog.Checked
 	for len(records) > 0 {
 		// The magic byte sits at byte 16 in every message format. Kafka
 		// refuses old formats in Produce v3+ with the non-retriable
@@ -321,7 +311,11 @@ func splitBatches(records []byte) ([][]byte, error) {
 		if size < 12+49 || size > int64(len(records)) {
 			return nil, fmt.Errorf("%w: batch length %d does not fit the %d bytes sent", partlog.ErrCorruptBatch, size-12, len(records))
 		}
-		out = append(out, records[:size:size])
+		b, err := partlog.Check(records[:size:size])
+		if err != nil {
+			return nil, fmt.Errorf("batch %d: %w", len(out), err)
+		}
+		out = append(out, b)
 		records = records[size:]
 	}
 	return out, nil

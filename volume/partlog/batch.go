@@ -137,6 +137,30 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 	return h, nil
 }
 
+// Checked is a batch ValidateBatch accepted, with its header, so that the
+// produce path checks a batch's CRC once: Log.AppendChecked takes it as it
+// is. Its bytes are still the caller's (Append stamps the offset and epoch
+// into them).
+type Checked struct {
+	bytes  []byte
+	header BatchHeader
+}
+
+// Check validates b as ValidateBatch does and returns it checked.
+func Check(b []byte) (Checked, error) {
+	h, err := ValidateBatch(b)
+	if err != nil {
+		return Checked{}, err
+	}
+	return Checked{bytes: b, header: h}, nil
+}
+
+// Bytes is the batch.
+func (c Checked) Bytes() []byte { return c.bytes }
+
+// Header is the batch's header.
+func (c Checked) Header() BatchHeader { return c.header }
+
 // stampBatch overwrites the two header fields the broker owns and the CRC
 // does not cover: the base offset and the partition leader epoch.
 func stampBatch(b []byte, baseOffset int64, epoch int32) {

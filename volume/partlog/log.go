@@ -259,11 +259,16 @@ func (l *Log) fail(err error) error {
 // retried once space is freed. Any other write or roll failure, and any
 // fsync failure, makes the log fail (ErrLogFailed).
 func (l *Log) Append(batch []byte) (AppendResult, error) {
-	h, err := ValidateBatch(batch)
+	c, err := Check(batch)
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("append: %w", err)
 	}
+	return l.AppendChecked(c)
+}
 
+// AppendChecked is Append of a batch already validated by Check.
+func (l *Log) AppendChecked(c Checked) (AppendResult, error) {
+	batch, h := c.bytes, c.header
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -18,13 +19,26 @@ type Validator struct {
 
 var pool = sync.Pool{New: func() any { return new(Validator) }}
 
-// Acquire takes a Validator from a process-wide pool. The pool holds only
-// Validators not in use, and drops them at GC: memory follows the number
-// of batches being validated at once, not the number of connections.
-func Acquire() *Validator { return pool.Get().(*Validator) }
+// inUse bounds the Validators in use at once. Validating is CPU work, so
+// more at once than a few per CPU gains nothing, and each one in use may
+// hold a decoder window (ZstdMaxWindow) and a decoded snappy block: the
+// bound keeps that memory from growing with the number of producers.
+var inUse = make(chan struct{}, 4*runtime.GOMAXPROCS(0))
+
+// Acquire takes a Validator from a process-wide pool, waiting while
+// cap(inUse) are in use. The pool holds only Validators not in use, and
+// drops them at GC: memory follows the number of batches being validated
+// at once, not the number of connections.
+func Acquire() *Validator {
+	inUse <- struct{}{}
+	return pool.Get().(*Validator)
+}
 
 // Release gives v back to the pool; v must not be used afterwards.
-func (v *Validator) Release() { pool.Put(v) }
+func (v *Validator) Release() {
+	pool.Put(v)
+	<-inUse
+}
 
 // Validate checks every record of batch, a RecordBatch v2 whose header and
 // CRC are already checked (partlog.ValidateBatch), as Kafka's broker does:
