@@ -6,11 +6,13 @@ package wire
 // * acks other than -1, 0 and 1 is INVALID_REQUIRED_ACKS for every
 //   partition that exists (UNKNOWN_TOPIC_OR_PARTITION for the others, no
 //   auto-create), as Kafka answers, and nothing is written.
-// * Each partition's records are split into RecordBatch v2 batches, each
-//   validated (length, magic, CRC-32C, offsets, max.message.bytes) and
+// * Each partition's records are exactly one RecordBatch v2 (Kafka's rule
+//   for Produce v3+: none, another magic or a second batch is
+//   INVALID_RECORD; zstd before v7 is UNSUPPORTED_COMPRESSION_TYPE),
+//   validated (length, magic, CRC-32C once, offsets, max.message.bytes) and
 //   checked against idempotent-producer state, then appended as received
 //   with leader-assigned offsets. Compressed batches are stored as they came.
-// * Every record of every batch is decoded first, as Kafka's LogValidator
+// * Every record of the batch is decoded first, as Kafka's LogValidator
 //   does (volume/records): a codec that does not exist, a broken or
 //   truncated compressed stream is CORRUPT_MESSAGE; a bad varint or
 //   length, an offset delta out of sequence, a bad header, a count that
@@ -107,7 +109,7 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 				setErr(err)
 				continue
 			}
-			last, first, err := appendBatches(part, rp.Records, req.TransactionID != nil, limit)
+			last, first, err := appendBatch(part, rp.Records, req.Version, req.TransactionID != nil, limit)
 			var unverified *engine.TxnUnverifiedError
 			if errors.As(err, &unverified) {
 				// The transaction's first batch here: verify, then append
@@ -116,7 +118,7 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 				// transaction and partition.
 				if err = c.verifyTxn(*req.TransactionID, unverified, rt.Topic, rp.Partition); err == nil {
 					part.Verified(unverified.ProducerID, unverified.ProducerEpoch)
-					last, first, err = appendBatches(part, rp.Records, true, limit)
+					last, first, err = appendBatch(part, rp.Records, req.Version, true, limit)
 				}
 			}
 			if err != nil {
@@ -164,63 +166,42 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 	})
 }
 
-// appendBatches appends every batch in records, in order. It returns the
-// last offset appended and the result of the first batch. As in Kafka, a
-// partition's record set is all or nothing: every batch's framing, magic,
-// CRC and records (decompressed to at most limit bytes) are checked before
-// the first one is appended, so a bad batch after a good one cannot leave
-// the good one written under an error answer (which the client would
-// retry, duplicating it).
-func appendBatches(part *engine.Partition, recs []byte, transactional bool, limit int) (int64, engine.ProduceResult, error) {
-	var (
-		first engine.ProduceResult
-		last  int64 = -1
-	)
-	batches, err := splitBatches(recs)
+// appendBatch checks and appends a partition's record set, which holds
+// exactly one RecordBatch v2 (Kafka's ProduceRequest.validateRecords for
+// v3 and later, kaas's every version): its framing, header and CRC, the
+// batch-level rules of Kafka's LogValidator for clients, then every record
+// (decompressed to at most limit bytes), before anything is appended. It
+// returns the batch's last offset and the append's result.
+func appendBatch(part *engine.Partition, recs []byte, version int16, transactional bool, limit int) (int64, engine.ProduceResult, error) {
+	var res engine.ProduceResult
+	b, err := onlyBatch(recs, version)
 	if err != nil {
-		return 0, first, err
+		return 0, res, err
 	}
-	inBatch := func(n int, err error) error {
-		if len(batches) > 1 {
-			return fmt.Errorf("batch %d: %w", n, err)
-		}
-		return err
-	}
-	for n, b := range batches {
-		h := b.Header()
-		if !transactional && h.IsTransactional() {
-			return 0, first, inBatch(n, fmt.Errorf("%w: a transactional batch needs the produce request's transactional ID", engine.ErrInvalidRecord))
-		}
-		// The rest is Kafka's LogValidator.validateBatch for clients.
-		if h.IsControl() {
-			return 0, first, inBatch(n, fmt.Errorf("%w: clients may not write control batches", engine.ErrInvalidRecord))
-		}
-		if h.ProducerID >= 0 && h.BaseSequence < 0 {
-			return 0, first, inBatch(n, fmt.Errorf("%w: sequence %d in a batch of producer ID %d", engine.ErrInvalidRecord, h.BaseSequence, h.ProducerID))
-		}
-		if h.LogAppendTime() {
-			return 0, first, inBatch(n, &codedError{code: kerr.InvalidTimestamp.Code, err: errors.New("producers may not set the timestamp type to LogAppendTime")})
-		}
+	h := b.Header()
+	switch {
+	case !transactional && h.IsTransactional():
+		return 0, res, fmt.Errorf("%w: a transactional batch needs the produce request's transactional ID", engine.ErrInvalidRecord)
+	case h.IsControl():
+		return 0, res, fmt.Errorf("%w: clients may not write control batches", engine.ErrInvalidRecord)
+	case h.ProducerID >= 0 && h.BaseSequence < 0:
+		return 0, res, fmt.Errorf("%w: sequence %d in a batch of producer ID %d", engine.ErrInvalidRecord, h.BaseSequence, h.ProducerID)
+	case h.LogAppendTime():
+		return 0, res, &codedError{code: kerr.InvalidTimestamp.Code, err: errors.New("producers may not set the timestamp type to LogAppendTime")}
+	case h.Compression() == codecZstd && version < 7:
+		return 0, res, &codedError{code: kerr.UnsupportedCompressionType.Code, err: fmt.Errorf("produce requests with version %d may not use zstd compression (version 7 and later)", version)}
 	}
 	v := records.Acquire()
-	defer v.Release()
-	for n, b := range batches {
-		if err := v.Validate(b.Bytes(), limit); err != nil {
-			return 0, first, inBatch(n, recordsError(err))
-		}
+	err = v.Validate(b.Bytes(), limit)
+	v.Release()
+	if err != nil {
+		return 0, res, recordsError(err)
 	}
-	for n, b := range batches {
-		l, res, err := part.AppendChecked(b)
-		if err != nil {
-			return 0, first, inBatch(n, err)
-		}
-		if n == 0 {
-			first = res
-		}
-		last = max(last, l)
-	}
-	return last, first, nil
+	return part.AppendChecked(b)
 }
+
+// codecZstd is zstd's compression codec ID in a batch's attributes.
+const codecZstd = 4
 
 // recordsError gives a refusal of volume/records the code Kafka answers.
 func recordsError(err error) error {
@@ -289,34 +270,28 @@ func (c *conn) verifyTxn(txnID string, u *engine.TxnUnverifiedError, topic strin
 	return &codedError{code: code, err: fmt.Errorf("verify transaction %q at %s/%d: %w", txnID, topic, partition, err)}
 }
 
-// splitBatches cuts a partition's record set into its batches by their
-// length fields.
-func splitBatches(records []byte) ([]partlog.Checked, error) {
-	if len(records) == 0 {
-		// Kafka: INVALID_RECORD (not the retriable CORRUPT_MESSAGE).
-		return nil, fmt.Errorf("%w: produce requests must carry at least one record batch per partition", engine.ErrInvalidRecord)
+// onlyBatch returns the one batch of a partition's record set, checked
+// (partlog.Check). As Kafka does for Produce v3 and later, a record set
+// that is empty, holds a batch of another magic, or holds more than one
+// batch is INVALID_RECORD (not the retriable CORRUPT_MESSAGE, which would
+// make clients retry).
+func onlyBatch(recs []byte, version int16) (partlog.Checked, error) {
+	if len(recs) < 12 {
+		return partlog.Checked{}, fmt.Errorf("%w: produce requests with version %d must have at least one record batch per partition", engine.ErrInvalidRecord, version)
 	}
-	var out []partlog.Checked
-	for len(records) > 0 {
-		// The magic byte sits at byte 16 in every message format. Kafka
-		// refuses old formats in Produce v3+ with the non-retriable
-		// INVALID_RECORD; CORRUPT_MESSAGE would make clients retry.
-		if len(records) > 16 && records[16] != 2 {
-			return nil, fmt.Errorf("%w: produce requests with version 3 and above may only carry magic v2 record batches, got magic %d", engine.ErrInvalidRecord, records[16])
-		}
-		if len(records) < 12 {
-			return nil, fmt.Errorf("%w: %d trailing bytes are not a batch", partlog.ErrCorruptBatch, len(records))
-		}
-		size := int64(int32(binary.BigEndian.Uint32(records[8:12]))) + 12
-		if size < 12+49 || size > int64(len(records)) {
-			return nil, fmt.Errorf("%w: batch length %d does not fit the %d bytes sent", partlog.ErrCorruptBatch, size-12, len(records))
-		}
-		b, err := partlog.Check(records[:size:size])
-		if err != nil {
-			return nil, fmt.Errorf("batch %d: %w", len(out), err)
-		}
-		out = append(out, b)
-		records = records[size:]
+	// The magic byte sits at byte 16 in every message format.
+	if len(recs) > 16 && recs[16] != 2 {
+		return partlog.Checked{}, fmt.Errorf("%w: produce requests with version %d are only allowed to contain record batches with magic version 2, got magic %d", engine.ErrInvalidRecord, version, recs[16])
 	}
-	return out, nil
+	size := int64(int32(binary.BigEndian.Uint32(recs[8:12]))) + 12
+	if size < partlog.BatchHeaderSize || size > int64(len(recs)) {
+		return partlog.Checked{}, fmt.Errorf("%w: batch length %d does not fit the %d bytes sent", partlog.ErrCorruptBatch, size-12, len(recs))
+	}
+	if rest := recs[size:]; len(rest) > 0 {
+		if len(rest) >= 12 && int64(int32(binary.BigEndian.Uint32(rest[8:12])))+12 <= int64(len(rest)) {
+			return partlog.Checked{}, fmt.Errorf("%w: produce requests with version %d are only allowed to contain exactly one record batch per partition", engine.ErrInvalidRecord, version)
+		}
+		return partlog.Checked{}, fmt.Errorf("%w: %d bytes after the batch are not a batch", partlog.ErrCorruptBatch, len(rest))
+	}
+	return partlog.Check(recs)
 }

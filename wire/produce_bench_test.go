@@ -8,8 +8,8 @@ import (
 
 // BenchmarkProduceValidation compares the produce path's appends with and
 // without record validation, per codec, in one run: validate=off is what
-// appendBatches did before volume/records (split, then Append, which
-// checks the header and CRC), validate=on is appendBatches now. The batch
+// appendBatch did before volume/records (split, then Append, which
+// checks the header and CRC), validate=on is appendBatch now. The batch
 // is 100 keyed records of 1 KiB compressible text; bytes/s counts the
 // uncompressed records. Run with -benchtime to taste and compare the
 // pairs: the ratio is the validation's cost.
@@ -34,7 +34,7 @@ func BenchmarkProduceValidation(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if validate {
-						if _, _, err := appendBatches(part, batch, false, 100<<20); err != nil {
+						if _, _, err := appendBatch(part, batch, 9, false, 100<<20); err != nil {
 							b.Fatal(err)
 						}
 						continue
