@@ -8,6 +8,10 @@
 #   make specs-clients  only Label("clients")
 #   make specs-chaos    only Label("chaos")
 #   make specs-txn      only Label("txn"): idempotent and transactional producers, InitProducerId, EOS copiers
+#   make specs-hostile  only Label("hostile"): fault model T11, hostile connections beside good clients
+#                       (KAAS_SPECS_HOSTILE_ATTACK=30s for a longer run of each attack)
+#   make fuzz           every fuzz target in turn, FUZZTIME each (default 10m)
+#   make fuzz-regress   the fuzz targets' seed corpora only (testdata/fuzz), as plain tests
 #   make specs-k8s      only Label("k8s"): Topic resources, kaas-operator and the Helm chart against
 #                       a real kube-apiserver and etcd (envtest)
 #   make k8s-tools      build (or find cached) kube-apiserver, etcd and helm; prints their directory
@@ -35,7 +39,7 @@ STATICCHECK_VERSION ?= v0.8.2
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn run run-cluster bench lint fmt-check vet staticcheck clean
+.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn specs-hostile fuzz fuzz-regress run run-cluster bench lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -79,6 +83,27 @@ specs-floor:
 
 specs-txn:
 	$(SPECS) -ginkgo.label-filter=txn $(GINKGO_FLAGS)
+
+specs-hostile:
+	$(SPECS) -ginkgo.label-filter=hostile $(GINKGO_FLAGS)
+
+# Fuzz targets, as package:Target. `go test -fuzz` takes one target at a
+# time, so fuzz runs them one after another. Inputs that fail land in each
+# package's testdata/fuzz/<Target> (commit them as regression seeds); new
+# interesting inputs stay in the Go cache. Every seed also runs with the
+# unit tests (`make unit`), and fuzz-regress runs only them.
+FUZZTIME     ?= 10m
+FUZZ_TARGETS ?= ./wire:FuzzDispatch ./volume/records:FuzzValidate
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "$(GO) test -run '^$$' -fuzz '^'$$fn'$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; done
+
+fuzz-regress:
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "$(GO) test -count=1 -run '^'$$fn'$$' $$pkg"; \
+		$(GO) test -count=1 -run "^$$fn\$$" $$pkg; done
 
 # `make specs` skips the gluster specs (no mounts named); this target gives
 # them mounts. GLUSTER_ROOT holds the bricks, state and mounts.

@@ -8,8 +8,11 @@ import (
 )
 
 // FuzzDispatch feeds one arbitrary frame (header and body; the size prefix
-// is added) into a live connection, then checks that no handler panicked
-// and that the broker still answers ApiVersions on a new connection.
+// is added) into a live connection, then checks that no handler panicked,
+// that the broker still answers ApiVersions on a new connection, and, when
+// the frame was a Produce the broker acknowledged, that what it stored
+// reads back and decodes with franz-go (checkStored). The seeds cover every
+// API key of the dispatch table at its lowest and highest version.
 //
 // A plain `go test` runs the seeds only; fuzz with
 //
@@ -65,6 +68,12 @@ func FuzzDispatch(f *testing.F) {
 	for _, req := range adminSeeds() {
 		seed(req)
 	}
+	for _, req := range tableSeeds() {
+		seed(req)
+	}
+	for _, batch := range produceSeedBatches() {
+		seed(produceReq(7, -1, "fuzz-topic", 0, batch))
+	}
 
 	b := startBroker(f, nil)
 	b.createTopic(f, "fuzz-topic", 1, nil)
@@ -76,9 +85,12 @@ func FuzzDispatch(f *testing.F) {
 		// The decode half of dispatch, in this goroutine: a panic in the
 		// header or kmsg decoding (which runs outside the handler's recover)
 		// fails here with the frame instead of killing the broker.
-		decodeFrame(frame)
+		hdr, req := decodeFrame(frame)
 		c := b.dial(t)
 		c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+		if produce, ok := req.(*kmsg.ProduceRequest); ok {
+			b.checkStored(t, c, hdr.corr, produce, frame)
+		}
 		// Whatever the frame did (answered, closed the connection, or
 		// still pending), the broker serves a new connection.
 		b.checkAlive(t)
@@ -101,15 +113,16 @@ func (b *testBroker) checkAlive(t testing.TB) {
 	_ = c.nc.Close()
 }
 
-// decodeFrame runs the decoding steps of conn.dispatch on frame.
-func decodeFrame(frame []byte) {
+// decodeFrame runs the decoding steps of conn.dispatch on frame and returns
+// the request the broker will serve (nil if it refuses the frame).
+func decodeFrame(frame []byte) (header, kmsg.Request) {
 	hdr, body, err := parseHeader(frame)
 	if err != nil {
-		return
+		return hdr, nil
 	}
 	h, ok := handlers[kmsg.Key(hdr.key)]
 	if !ok || hdr.version < h.min || hdr.version > h.max {
-		return
+		return hdr, nil
 	}
 	req := kmsg.RequestForKey(hdr.key)
 	req.SetVersion(hdr.version)
@@ -117,9 +130,12 @@ func decodeFrame(frame []byte) {
 		tr := &tagReader{src: body}
 		kmsg.SkipTags(tr)
 		if tr.bad {
-			return
+			return hdr, nil
 		}
 		body = tr.src
 	}
-	_ = req.ReadFrom(body)
+	if req.ReadFrom(body) != nil {
+		return hdr, nil
+	}
+	return hdr, req
 }
