@@ -241,7 +241,7 @@ func producerOpts(cfg config, seeds []string) []kgo.Opt {
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.ProducerBatchMaxBytes(int32(cfg.BatchMaxBytes)),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchCompression(compressionCodecs[cfg.Compression]),
 		kgo.RecordDeliveryTimeout(cfg.Timeout),
 		kgo.MaxBufferedRecords(cfg.MaxBuffered),
 	}
@@ -263,9 +263,14 @@ func producerOpts(cfg config, seeds []string) []kgo.Opt {
 // cfg.Records (or until cfg.Duration passes), and measures per-record latency
 // from the Produce call to the promise callback.
 func produce(ctx context.Context, cfg config, seeds []string) (*produceResult, error) {
-	payload := make([]byte, cfg.RecordSize)
-	if _, err := rand.Read(payload); err != nil {
-		return nil, err
+	var payload, corpus []byte
+	if cfg.Compressible {
+		corpus = newTextCorpus()
+	} else {
+		payload = make([]byte, cfg.RecordSize)
+		if _, err := rand.Read(payload); err != nil {
+			return nil, err
+		}
 	}
 
 	clients := make([]*kgo.Client, cfg.Producers)
@@ -304,6 +309,7 @@ func produce(ctx context.Context, cfg config, seeds []string) (*produceResult, e
 		}
 		h := newHistogram()
 		hists[i] = h
+		values := newValueSource(payload, corpus, cfg.RecordSize, i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -313,7 +319,7 @@ func produce(ctx context.Context, cfg config, seeds []string) (*produceResult, e
 				if !deadline.IsZero() && t0.After(deadline) || ctx.Err() != nil {
 					break
 				}
-				cl.Produce(ctx, &kgo.Record{Value: payload}, func(_ *kgo.Record, err error) {
+				cl.Produce(ctx, &kgo.Record{Value: values.next()}, func(_ *kgo.Record, err error) {
 					if err != nil {
 						failed.Add(1)
 						firstErr.CompareAndSwap(nil, &err)

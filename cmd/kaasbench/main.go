@@ -44,6 +44,14 @@
 //	--idempotent           idempotent producer (default: true iff acks=all)
 //	--linger D             producer linger (default 5ms)
 //	--batch-max-bytes SIZE (default 1MiB; sizes accept B, KB, KiB, MB, MiB, GB, GiB)
+//	--compression none|gzip|snappy|lz4|zstd
+//	                       producer batch compression (default none)
+//	--compressible         values are distinct, compressible text: a unique
+//	                       prefix "p<producer>-<seq> " then the next stretch
+//	                       of a fixed 4 MiB corpus of words (about 3x with
+//	                       gzip; no stretch repeats within a batch). Without
+//	                       it every record carries the same random value,
+//	                       which no codec can shrink (default false)
 //	--max-buffered-records N
 //	                       per-producer cap on records produced but not yet
 //	                       acknowledged (default 10000, franz-go's default)
@@ -59,8 +67,8 @@
 // quantile error). Producers run closed-loop as fast as they can, so latency
 // includes time queued in the client: with N records buffered per producer it
 // is roughly N/throughput. Lower --max-buffered-records to see latency closer
-// to the broker's own. MB/s is 10^6 bytes of record values per second. Values are
-// random bytes and batches are uncompressed.
+// to the broker's own. MB/s is 10^6 bytes of (uncompressed) record values per
+// second. By default values are random bytes and batches are uncompressed.
 //
 // The tool always stops by itself (bounded by --records, --duration and
 // --timeout). It exits non-zero on any produce error, on a consumed count
@@ -98,6 +106,8 @@ type config struct {
 	Idempotent    bool          `json:"idempotent"`
 	Linger        time.Duration `json:"linger_ns"`
 	BatchMaxBytes int           `json:"batch_max_bytes"`
+	Compression   string        `json:"compression"`
+	Compressible  bool          `json:"compressible"`
 	MaxBuffered   int           `json:"max_buffered_records"`
 	Consume       bool          `json:"consume"`
 	Duration      time.Duration `json:"duration_ns,omitempty"`
@@ -194,6 +204,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&idem, "idempotent", false, "idempotent producer (default true iff --acks=all)")
 	fs.DurationVar(&cfg.Linger, "linger", 5*time.Millisecond, "producer linger")
 	fs.Var(&batchMax, "batch-max-bytes", "producer max batch size")
+	fs.StringVar(&cfg.Compression, "compression", "none", "producer batch compression: none, gzip, snappy, lz4 or zstd")
+	fs.BoolVar(&cfg.Compressible, "compressible", false,
+		"values are distinct text (\"p<producer>-<seq> \" + the next stretch of a fixed 4 MiB word corpus) that compresses about 3x, instead of one shared random value")
 	fs.IntVar(&cfg.MaxBuffered, "max-buffered-records", 10000, "per-producer cap on records buffered awaiting acks")
 	fs.BoolVar(&cfg.Consume, "consume", true, "consume everything back after producing and verify the count")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "optional cap on the produce phase (0 = none)")
@@ -226,6 +239,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	default:
 		return cfg, fmt.Errorf("--acks must be all, leader or none, not %q", cfg.Acks)
 	}
+	var errs []error
+	if c, err := parseCompression(cfg.Compression); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.Compression = c
+	}
 	cfg.Idempotent = cfg.Acks == "all"
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "idempotent" {
@@ -233,7 +252,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	})
 
-	var errs []error
 	if len(cfg.Brokers) == 0 && !cfg.Kfake && cfg.Disk == "" {
 		errs = append(errs, errors.New("nothing to do: give --brokers, --kfake and/or --disk"))
 	}
@@ -286,8 +304,13 @@ func printConfig(w io.Writer, cfg config) {
 	if len(cfg.Brokers) > 0 || cfg.Kfake {
 		add("topic", fmt.Sprintf("%s (%d partitions, create=%t)", cfg.Topic, cfg.Partitions, cfg.CreateTopic))
 		add("records", fmt.Sprintf("%d x %d B = %.1f MB", cfg.Records, cfg.RecordSize, float64(cfg.Records)*float64(cfg.RecordSize)/1e6))
-		add("producers", fmt.Sprintf("%d clients, acks=%s, idempotent=%t, linger=%s, batch-max-bytes=%s, max-buffered-records=%d, compression=none",
-			cfg.Producers, cfg.Acks, cfg.Idempotent, cfg.Linger, fmtSize(int64(cfg.BatchMaxBytes)), cfg.MaxBuffered))
+		add("producers", fmt.Sprintf("%d clients, acks=%s, idempotent=%t, linger=%s, batch-max-bytes=%s, max-buffered-records=%d, compression=%s",
+			cfg.Producers, cfg.Acks, cfg.Idempotent, cfg.Linger, fmtSize(int64(cfg.BatchMaxBytes)), cfg.MaxBuffered, cfg.Compression))
+		values := "one shared random value (incompressible)"
+		if cfg.Compressible {
+			values = "distinct compressible text (unique prefix + word corpus)"
+		}
+		add("values", values)
 		add("consume", fmt.Sprintf("%t (1 client, from this run's start offsets, count verified)", cfg.Consume))
 		add("limits", fmt.Sprintf("produce duration cap %s, per-target timeout %s", dur, cfg.Timeout))
 	}

@@ -68,6 +68,26 @@ func TestParseFlags(t *testing.T) {
 			return len(c.Brokers) == 2 && c.Brokers[1] == "127.0.0.1:9093" && c.Topic == "t" && c.BatchMaxBytes == 64<<10
 		}},
 		{name: "bad records", args: []string{"--kfake", "--records", "0"}, wantErr: "--records"},
+		{name: "compression default none, values random", args: []string{"--kfake"}, check: func(c config) bool {
+			return c.Compression == "none" && !c.Compressible
+		}},
+		{name: "compression gzip", args: []string{"--kfake", "--compression", "gzip"}, check: func(c config) bool {
+			return c.Compression == "gzip"
+		}},
+		{name: "compression snappy", args: []string{"--kfake", "--compression=snappy"}, check: func(c config) bool {
+			return c.Compression == "snappy"
+		}},
+		{name: "compression lz4 upper case", args: []string{"--kfake", "--compression", "LZ4"}, check: func(c config) bool {
+			return c.Compression == "lz4"
+		}},
+		{name: "compression zstd compressible", args: []string{"--kfake", "--compression", "zstd", "--compressible"}, check: func(c config) bool {
+			return c.Compression == "zstd" && c.Compressible
+		}},
+		{name: "compression none explicit", args: []string{"--kfake", "--compression", "none"}, check: func(c config) bool {
+			return c.Compression == "none"
+		}},
+		{name: "bad compression", args: []string{"--kfake", "--compression", "brotli"}, wantErr: "--compression must be"},
+		{name: "empty compression", args: []string{"--kfake", "--compression", ""}, wantErr: "--compression must be"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,6 +129,8 @@ func TestLoadAgainstKfake(t *testing.T) {
 		{name: "acks all idempotent"},
 		{name: "acks leader", extra: []string{"--acks", "leader"}},
 		{name: "acks none", extra: []string{"--acks", "none", "--linger", "0s"}},
+		{name: "zstd compressible", extra: []string{"--compression", "zstd", "--compressible"}},
+		{name: "gzip random values", extra: []string{"--compression", "gzip"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
