@@ -7,7 +7,7 @@ import (
 	"github.com/kaas-dev/kaas/volume"
 )
 
-// The layout of the data volume (docs/volume-layout.md has the whole tree):
+// The layout of the data volume (docs/volume.md has the whole tree):
 //
 //	<data>/topics/<topic>/.topic-id.json   the stamp naming the incarnation
 //	<data>/topics/<topic>/<partition>/     one partition log (volume/partlog)
