@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -18,10 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kaas-dev/kaas/volume/records/recordstest"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -245,84 +244,6 @@ func (g *goodConsumer) errors() []string {
 // Strict read-back: every stored batch must decode with franz-go and have
 // exactly the records its header announces, at contiguous offsets.
 
-// boundedDecompressor decompresses like franz-go but refuses to inflate a
-// batch past limit (franz-go's consumer bounds it the same way), so a
-// stored bomb counts as poison instead of eating the test's memory.
-type boundedDecompressor struct{ limit int64 }
-
-func (d boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
-	var r io.Reader
-	switch codec {
-	case kgo.CodecGzip:
-		zr, err := gzip.NewReader(bytes.NewReader(src))
-		if err != nil {
-			return nil, err
-		}
-		r = zr
-	case kgo.CodecZstd:
-		zr, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderMaxMemory(uint64(d.limit)), zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return nil, err
-		}
-		defer zr.Close()
-		r = zr
-	default:
-		return kgo.DefaultDecompressor().Decompress(src, codec)
-	}
-	out, err := io.ReadAll(io.LimitReader(r, d.limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(out)) > d.limit {
-		return nil, fmt.Errorf("batch inflates past %d bytes", d.limit)
-	}
-	return out, nil
-}
-
-// strictDecode checks the record batches of one fetched partition: every
-// batch decodes (franz-go's ProcessFetchPartition, no error), yields
-// NumRecords records, at FirstOffset..FirstOffset+LastOffsetDelta in order.
-// It returns the offset after the last batch and the problems found.
-func strictDecode(topic string, rp *kmsg.FetchResponseTopicPartition, from int64) (int64, []string) {
-	var problems []string
-	in := rp.RecordBatches
-	next := from
-	for len(in) >= 61 {
-		length := int64(int32(uint32(in[8])<<24 | uint32(in[9])<<16 | uint32(in[10])<<8 | uint32(in[11])))
-		if length < 49 || int64(len(in)) < 12+length {
-			break // a partial batch at the end of a fetch
-		}
-		raw := in[:12+length]
-		in = in[12+length:]
-		var rb kmsg.RecordBatch
-		if err := rb.ReadFrom(raw); err != nil {
-			problems = append(problems, fmt.Sprintf("%s/%d batch at %d: %v", topic, rp.Partition, next, err))
-			continue
-		}
-		one := *rp
-		one.RecordBatches = raw
-		fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{KeepControlRecords: true, Offset: rb.FirstOffset,
-			Topic: topic, Partition: rp.Partition}, &one, boundedDecompressor{limit: 64 << 20}, nil)
-		want := int(rb.NumRecords)
-		switch {
-		case fp.Err != nil:
-			problems = append(problems, fmt.Sprintf("%s/%d batch at %d: franz-go: %v", topic, rp.Partition, rb.FirstOffset, fp.Err))
-		case len(fp.Records) != want || int64(want) != int64(rb.LastOffsetDelta)+1:
-			problems = append(problems, fmt.Sprintf("%s/%d batch at %d: header says %d records (last delta %d), franz-go decoded %d",
-				topic, rp.Partition, rb.FirstOffset, want, rb.LastOffsetDelta, len(fp.Records)))
-		default:
-			for i, r := range fp.Records {
-				if r.Offset != rb.FirstOffset+int64(i) {
-					problems = append(problems, fmt.Sprintf("%s/%d batch at %d: record %d at offset %d", topic, rp.Partition, rb.FirstOffset, i, r.Offset))
-					break
-				}
-			}
-		}
-		next = rb.FirstOffset + int64(rb.LastOffsetDelta) + 1
-	}
-	return next, problems
-}
-
 // readBackStrict fetches partition of topic from 0 to its high watermark
 // with raw Fetch requests and strict-decodes every batch.
 func readBackStrict(addr, topic string, partition int32, within time.Duration) (batchesEnd int64, problems []string, err error) {
@@ -352,7 +273,7 @@ func readBackStrict(addr, topic string, partition int32, within time.Duration) (
 		if rp.ErrorCode != 0 {
 			return offset, problems, fmt.Errorf("fetch %s/%d at %d: error code %d", topic, partition, offset, rp.ErrorCode)
 		}
-		next, ps := strictDecode(topic, rp, offset)
+		next, ps := recordstest.StrictDecode(topic, rp, offset, 64<<20)
 		problems = append(problems, ps...)
 		if next >= rp.HighWatermark {
 			return next, problems, nil

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kaas-dev/kaas/volume/records/recordstest"
 )
 
 // tableSeeds is one request per API key of the dispatch table at its
@@ -147,7 +147,7 @@ func (b *testBroker) readBackDecodes(t *testing.T, topic string, partition int32
 		if rp.ErrorCode != 0 {
 			return append(problems, fmt.Sprintf("fetch at %d: error code %d", offset, rp.ErrorCode))
 		}
-		next, ps := decodeStored(topic, rp)
+		next, ps := recordstest.StrictDecode(topic, rp, 0, 16<<20)
 		problems = append(problems, ps...)
 		if next >= rp.HighWatermark || next <= offset || len(problems) > 0 {
 			return problems
@@ -155,80 +155,4 @@ func (b *testBroker) readBackDecodes(t *testing.T, topic string, partition int32
 		offset = next
 	}
 	return problems
-}
-
-// decodeStored checks each record batch of a fetched partition the way a
-// franz-go consumer reads it (ProcessFetchPartition), and more strictly:
-// it must yield exactly the records its header announces, at contiguous
-// offsets. It returns the offset after the last whole batch.
-func decodeStored(topic string, rp *kmsg.FetchResponseTopicPartition) (int64, []string) {
-	var problems []string
-	var next int64
-	in := rp.RecordBatches
-	for len(in) >= 61 {
-		length := int64(int32(binary.BigEndian.Uint32(in[8:])))
-		if length < 49 || int64(len(in)) < 12+length {
-			break // partial batch at the end of the fetch
-		}
-		raw := in[:12+length]
-		in = in[12+length:]
-		var rb kmsg.RecordBatch
-		if err := rb.ReadFrom(raw); err != nil {
-			problems = append(problems, fmt.Sprintf("batch header: %v", err))
-			continue
-		}
-		one := *rp
-		one.RecordBatches = raw
-		fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{KeepControlRecords: true, Offset: rb.FirstOffset,
-			Topic: topic, Partition: rp.Partition}, &one, boundedDecompressor{limit: 16 << 20}, nil)
-		switch {
-		case fp.Err != nil:
-			problems = append(problems, fmt.Sprintf("batch at %d: franz-go: %v", rb.FirstOffset, fp.Err))
-		case len(fp.Records) != int(rb.NumRecords) || int64(rb.NumRecords) != int64(rb.LastOffsetDelta)+1:
-			problems = append(problems, fmt.Sprintf("batch at %d: header says %d records (last delta %d), franz-go decoded %d",
-				rb.FirstOffset, rb.NumRecords, rb.LastOffsetDelta, len(fp.Records)))
-		default:
-			for i, r := range fp.Records {
-				if r.Offset != rb.FirstOffset+int64(i) {
-					problems = append(problems, fmt.Sprintf("batch at %d: record %d at offset %d", rb.FirstOffset, i, r.Offset))
-					break
-				}
-			}
-		}
-		next = rb.FirstOffset + int64(rb.LastOffsetDelta) + 1
-	}
-	return next, problems
-}
-
-// boundedDecompressor is franz-go's decompression with gzip and zstd
-// bounded at limit, so a stored bomb is a finding, not an OOM.
-type boundedDecompressor struct{ limit int64 }
-
-func (d boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
-	var r io.Reader
-	switch codec {
-	case kgo.CodecGzip:
-		zr, err := gzip.NewReader(bytes.NewReader(src))
-		if err != nil {
-			return nil, err
-		}
-		r = zr
-	case kgo.CodecZstd:
-		zr, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderMaxMemory(uint64(d.limit)), zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return nil, err
-		}
-		defer zr.Close()
-		r = zr
-	default:
-		return kgo.DefaultDecompressor().Decompress(src, codec)
-	}
-	out, err := io.ReadAll(io.LimitReader(r, d.limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(out)) > d.limit {
-		return nil, fmt.Errorf("batch inflates past %d bytes", d.limit)
-	}
-	return out, nil
 }
