@@ -15,7 +15,9 @@ package specs
 // starvation of the good clients by the attacker as much as the broker),
 // KAAS_SPECS_HOSTILE_BASELINE (default twice that), KAAS_SPECS_HOSTILE_BOMB_MIB
 // (what a bomb inflates to, default 1024), KAAS_SPECS_HOSTILE_P99_FLOOR (an
-// absolute floor under the 3x p99 limit, default 0: none; printed when used).
+// absolute floor under the 3x p99 limit, default 20ms: on a quiet machine
+// the baseline p99 is about 3 ms, and one scheduler blip of the two shared
+// cores, in the test process or the broker, is then over 3x; 0 for none).
 
 import (
 	"context"
@@ -107,7 +109,7 @@ var _ = Describe("A broker under hostile clients (fault model T11)", Label("host
 	It("stays up, fair, bounded and unpoisoned while each attack runs beside a steady workload", func(ctx SpecContext) {
 		attackFor := envDuration("KAAS_SPECS_HOSTILE_ATTACK", 5*time.Second)
 		baselineFor := envDuration("KAAS_SPECS_HOSTILE_BASELINE", 2*attackFor)
-		p99Floor := envDuration("KAAS_SPECS_HOSTILE_P99_FLOOR", 0)
+		p99Floor := envDuration("KAAS_SPECS_HOSTILE_P99_FLOOR", 20*time.Millisecond)
 		rate := 1000
 		if v := os.Getenv("KAAS_SPECS_HOSTILE_RATE"); v != "" {
 			n, err := strconv.Atoi(v)
