@@ -106,11 +106,15 @@ type chaosSummary struct {
 var _ = Describe("crash safety under idempotent produce load", Label("slow", "chaos"), func() {
 	It("loses no acknowledged record and duplicates none across repeated kill -9", func(ctx SpecContext) {
 		const (
-			producers      = 4
-			partitions     = 4
-			maxPerProducer = 50_000 // bound in count
-			perTick        = 10     // records per producer every 10ms: at most 1,000/s per producer
-			acksPerCycle   = 300    // new acks required between two kills
+			producers  = 4
+			partitions = 4
+			// A bound in count, well above what 20 cycles produce: a restart after
+			// kill -9 waits one lease before serving (another process might hold
+			// the broker ID), and the 2,000 records each client buffers meanwhile
+			// count too, so a cycle takes about 3,000 records per producer.
+			maxPerProducer = 200_000
+			perTick        = 10  // records per producer every 10ms: at most 1,000/s per producer
+			acksPerCycle   = 300 // new acks required between two kills
 		)
 		kills := 20
 		if v, err := strconv.Atoi(os.Getenv("KAAS_CHAOS_KILLS")); err == nil && v > 0 {
