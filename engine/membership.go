@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
-	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
@@ -174,97 +173,54 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 	if err != nil {
 		return fmt.Errorf("list desired topics: %w", err)
 	}
-	prev, err := cluster.ReadAssignment(e.fsys, e.cfg.ClusterDir)
+	onDisk, err := cluster.ReadAssignment(e.fsys, e.cfg.ClusterDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		e.log.Info("previous assignment unreadable; seeding epochs from the fences", "err", err.Error())
 	}
 	if err != nil {
-		prev = nil
+		onDisk = nil
 	}
-	switch {
-	case prev != nil && prev.ControllerEpoch > epoch:
+	base, rewrite, stop := assignmentBase(onDisk, e.written, epoch)
+	if stop {
 		return nil // a newer controller wrote it: the next Campaign steps down
-	case e.written != nil && e.written.ControllerEpoch == epoch && (prev == nil || prev.ControllerEpoch < epoch):
-		// A deposed controller's late write replaced ours (or the file is
-		// unreadable): carry on from what this controller wrote, so no
-		// leader epoch it handed out is handed out again.
-		e.log.Info("assignment file is not this controller's last write; rewriting it",
-			"controllerEpoch", epoch, "found", controllerEpochOf(prev))
-		prev = e.written
 	}
-	var topics []cluster.Topic
-	names := map[string]string{}
+	if rewrite {
+		e.log.Info("assignment file is not this controller's last write; rewriting it",
+			"controllerEpoch", epoch, "found", controllerEpochOf(onDisk))
+	}
 	e.mu.RLock()
-	for _, s := range specs {
-		if t := e.topics[s.Name]; t == nil || t.spec.ID != s.ID || t.spec.Generation != s.Generation || s.Deleted {
-			// Learn of topics created, changed (or deletes asked for)
-			// elsewhere, by another broker or by the operator writing the
-			// desired state; a deleted topic's machine is driven by this
-			// controller.
-			defer e.queue.Add(topicKey(s.Name))
-		}
-		if s.Deleted {
-			continue
-		}
-		topics = append(topics, cluster.Topic{ID: s.ID, Partitions: s.Partitions})
-		names[s.ID] = s.Name
+	known := make(map[string]TopicSpec, len(e.topics))
+	for name, t := range e.topics {
+		known[name] = t.spec
 	}
 	e.mu.RUnlock()
-	topics = append(topics, cluster.Topic{ID: GroupsTopicID, Partitions: groups.Shards})
-	next, err := cluster.NextAssignment(prev, topics, live, epoch)
-	if err != nil {
+	for _, name := range topicsToReconcile(specs, known) {
+		defer e.queue.Add(topicKey(name))
+	}
+	in := assignmentInput{
+		Epoch: epoch, Base: base, Rewrite: rewrite, Topics: specs, Live: live,
+		Fences: map[partitionRef]int32{}, Reopen: e.reopenAsks(live),
+	}
+	names := make(map[string]string, len(specs))
+	for _, s := range specs {
+		names[s.ID] = s.Name
+	}
+	for _, r := range newPartitions(base, specs) {
+		dir := states.PartitionDir(e.cfg.DataDir, names[r.TopicID], r.Index)
+		if r.TopicID == GroupsTopicID {
+			dir = states.ShardDir(e.cfg.ClusterDir, r.Index)
+		}
+		fence, err := partlog.ReadFence(e.fsys, dir)
+		if err != nil {
+			return fmt.Errorf("seed epoch of %s/%d: %w", names[r.TopicID], r.Index, err)
+		}
+		if fence != 0 {
+			in.Fences[r] = fence
+		}
+	}
+	next, err := planAssignment(in)
+	if err != nil || next == nil {
 		return err
-	}
-	// A partition new to the assignment starts at epoch 1 or above
-	// whatever fence its directory holds (data from before the assignment
-	// existed, or an assignment lost): epochs never go backwards.
-	for id, ps := range next.Topics {
-		var old []cluster.PartitionOwner
-		if prev != nil {
-			old = prev.Topics[id]
-		}
-		for p := len(old); p < len(ps); p++ {
-			dir := states.PartitionDir(e.cfg.DataDir, names[id], int32(p))
-			if id == GroupsTopicID {
-				dir = states.ShardDir(e.cfg.ClusterDir, int32(p))
-			}
-			fence, err := partlog.ReadFence(e.fsys, dir)
-			if err != nil {
-				return fmt.Errorf("seed epoch of %s/%d: %w", names[id], p, err)
-			}
-			ps[p].LeaderEpoch = max(ps[p].LeaderEpoch, fence+1, 1)
-		}
-	}
-	next.NoteEpochs()
-	// An owner whose log failed for good at its current epoch asks for a
-	// new one: the reopened log must start a new leader epoch.
-	for _, b := range live {
-		e.clMu.RLock()
-		hb, ok := e.heartbeats[b.ID]
-		e.clMu.RUnlock()
-		if !ok || hb.Incarnation != b.Incarnation {
-			continue
-		}
-		for _, r := range hb.Reopen {
-			key, es, ok := strings.Cut(r, "#")
-			at := strings.LastIndexByte(key, '@')
-			slash := strings.LastIndexByte(key, '/')
-			if !ok || at < 0 || slash < 0 || slash > at {
-				continue
-			}
-			epoch, err1 := strconv.Atoi(es)
-			index, err2 := strconv.Atoi(key[slash+1 : at])
-			ps := next.Topics[key[at+1:]]
-			if err1 != nil || err2 != nil || index < 0 || index >= len(ps) {
-				continue
-			}
-			if o := &ps[index]; o.Broker == b.ID && o.Incarnation == b.Incarnation && int(o.LeaderEpoch) == epoch {
-				o.LeaderEpoch++
-			}
-		}
-	}
-	if prev != nil && reflect.DeepEqual(prev, next) && prev != e.written {
-		return nil
 	}
 	ok, err := e.elector.Verify()
 	if err != nil || !ok {
@@ -281,6 +237,38 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 	}
 	e.log.V(1).Info("assignment written", "controllerEpoch", epoch, "live", len(live), "topics", len(next.Topics))
 	return nil
+}
+
+// reopenAsks collects the new leader epochs that live brokers ask for in
+// their current incarnation's heartbeats (entries "name/index@topicID#epoch").
+func (e *Engine) reopenAsks(live []cluster.LiveBroker) []reopenAsk {
+	var asks []reopenAsk
+	e.clMu.RLock()
+	defer e.clMu.RUnlock()
+	for _, b := range live {
+		hb, ok := e.heartbeats[b.ID]
+		if !ok || hb.Incarnation != b.Incarnation {
+			continue
+		}
+		for _, r := range hb.Reopen {
+			key, es, ok := strings.Cut(r, "#")
+			at := strings.LastIndexByte(key, '@')
+			slash := strings.LastIndexByte(key, '/')
+			if !ok || at < 0 || slash < 0 || slash > at {
+				continue
+			}
+			epoch, err1 := strconv.ParseInt(es, 10, 32)
+			index, err2 := strconv.ParseInt(key[slash+1:at], 10, 32)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			asks = append(asks, reopenAsk{
+				Broker: b.ID, Incarnation: b.Incarnation,
+				Partition: partitionRef{key[at+1:], int32(index)}, Epoch: int32(epoch),
+			})
+		}
+	}
+	return asks
 }
 
 func controllerEpochOf(a *cluster.Assignment) int32 {
