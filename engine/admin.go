@@ -19,12 +19,9 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
-
-// MaxPartitions bounds a topic's partition count (CreateTopics and
-// CreatePartitions).
-const MaxPartitions = 100000
 
 // ConfigOpType is an IncrementalAlterConfigs operation (Kafka's numbering).
 type ConfigOpType int8
@@ -47,13 +44,13 @@ type ConfigOp struct {
 // readLiveSpec reads a topic's desired state through open() (fresh on
 // every host, unlike the routing view): absent or marked deleted is
 // ErrUnknownTopic.
-func (e *Engine) readLiveSpec(name string) (TopicSpec, error) {
-	if err := ValidTopicName(name); err != nil {
-		return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidTopic, err)
+func (e *Engine) readLiveSpec(name string) (desired.TopicSpec, error) {
+	if err := desired.ValidTopicName(name); err != nil {
+		return desired.TopicSpec{}, fmt.Errorf("%w: %v", desired.ErrInvalidTopic, err)
 	}
-	spec, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
+	spec, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && spec.Deleted) {
-		return TopicSpec{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		return desired.TopicSpec{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	return spec, err
 }
@@ -61,7 +58,7 @@ func (e *Engine) readLiveSpec(name string) (TopicSpec, error) {
 // TopicSpecNow returns a live topic's desired state as the volume has it
 // now (DescribeConfigs reads it so that a change made through any broker
 // is seen at once).
-func (e *Engine) TopicSpecNow(name string) (TopicSpec, error) { return e.readLiveSpec(name) }
+func (e *Engine) TopicSpecNow(name string) (desired.TopicSpec, error) { return e.readLiveSpec(name) }
 
 // updateTopicSpec re-reads a live topic's spec, lets change edit a copy,
 // and writes it back with the generation bumped (unless validateOnly, or
@@ -69,15 +66,15 @@ func (e *Engine) TopicSpecNow(name string) (TopicSpec, error) { return e.readLiv
 // serialised. Writes from two brokers at once are last-writer-wins, as
 // for DeleteTopic: the volume offers no compare-and-swap, and a
 // generation-claim file (exclusive create) would be the way to get one.
-func (e *Engine) updateTopicSpec(name string, validateOnly bool, change func(*TopicSpec) error) (TopicSpec, error) {
-	if err := ValidTopicName(name); err != nil {
-		return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidTopic, err)
+func (e *Engine) updateTopicSpec(name string, validateOnly bool, change func(*desired.TopicSpec) error) (desired.TopicSpec, error) {
+	if err := desired.ValidTopicName(name); err != nil {
+		return desired.TopicSpec{}, fmt.Errorf("%w: %v", desired.ErrInvalidTopic, err)
 	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
 	cur, err := e.readLiveSpec(name)
 	if err != nil {
-		return TopicSpec{}, err
+		return desired.TopicSpec{}, err
 	}
 	if cur.ManagedBy != "" {
 		return cur, managedError(cur)
@@ -94,7 +91,7 @@ func (e *Engine) updateTopicSpec(name string, validateOnly bool, change func(*To
 		return next, nil
 	}
 	next.Generation = cur.Generation + 1
-	if err := WriteTopicSpec(e.fsys, e.cfg.ClusterDir, next); err != nil {
+	if err := desired.WriteTopicSpec(e.fsys, e.cfg.ClusterDir, next); err != nil {
 		return cur, err
 	}
 	e.log.Info("topic changed", "topic", name, "topicID", next.ID, "generation", next.Generation,
@@ -113,11 +110,11 @@ func (e *Engine) updateTopicSpec(name string, validateOnly bool, change func(*To
 
 // AlterTopicConfigs replaces every config of a topic (AlterConfigs): keys
 // not given go back to their defaults.
-func (e *Engine) AlterTopicConfigs(name string, configs map[string]string, validateOnly bool) (TopicSpec, error) {
-	if err := ValidateTopicConfigs(configs); err != nil {
-		return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+func (e *Engine) AlterTopicConfigs(name string, configs map[string]string, validateOnly bool) (desired.TopicSpec, error) {
+	if err := desired.ValidateTopicConfigs(configs); err != nil {
+		return desired.TopicSpec{}, fmt.Errorf("%w: %v", desired.ErrInvalidConfig, err)
 	}
-	return e.updateTopicSpec(name, validateOnly, func(s *TopicSpec) error {
+	return e.updateTopicSpec(name, validateOnly, func(s *desired.TopicSpec) error {
 		s.Configs = maps.Clone(configs)
 		return nil
 	})
@@ -127,17 +124,17 @@ func (e *Engine) AlterTopicConfigs(name string, configs map[string]string, valid
 // (IncrementalAlterConfigs): SET a value, DELETE back to the default,
 // APPEND items to or SUBTRACT items from a list-type config (starting from
 // its default when unset). A key may appear once.
-func (e *Engine) IncrementalAlterTopicConfigs(name string, ops []ConfigOp, validateOnly bool) (TopicSpec, error) {
+func (e *Engine) IncrementalAlterTopicConfigs(name string, ops []ConfigOp, validateOnly bool) (desired.TopicSpec, error) {
 	seen := map[string]bool{}
 	for _, op := range ops {
 		if seen[op.Name] {
-			return TopicSpec{}, fmt.Errorf("%w: config %s appears more than once", ErrInvalidConfig, op.Name)
+			return desired.TopicSpec{}, fmt.Errorf("%w: config %s appears more than once", desired.ErrInvalidConfig, op.Name)
 		}
 		seen[op.Name] = true
-		if err := validateTopicConfigKey(op.Name); err != nil {
-			return TopicSpec{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		if err := desired.ValidateTopicConfigKey(op.Name); err != nil {
+			return desired.TopicSpec{}, fmt.Errorf("%w: %v", desired.ErrInvalidConfig, err)
 		}
-		c := topicConfigs[op.Name]
+		c, _ := desired.LookupTopicConfig(op.Name)
 		switch op.Op {
 		case ConfigSet, ConfigDelete:
 		case ConfigAppend, ConfigSubtract:
@@ -146,14 +143,14 @@ func (e *Engine) IncrementalAlterTopicConfigs(name string, ops []ConfigOp, valid
 				if op.Op == ConfigSubtract {
 					verb = "subtract"
 				}
-				return TopicSpec{}, fmt.Errorf("%w: config value %s is not allowed for config key: %s (only list-type configs, such as cleanup.policy, take APPEND and SUBTRACT)",
-					ErrInvalidConfig, verb, op.Name)
+				return desired.TopicSpec{}, fmt.Errorf("%w: config value %s is not allowed for config key: %s (only list-type configs, such as cleanup.policy, take APPEND and SUBTRACT)",
+					desired.ErrInvalidConfig, verb, op.Name)
 			}
 		default:
-			return TopicSpec{}, fmt.Errorf("%w: unknown operation %d for config %s", ErrInvalidConfig, op.Op, op.Name)
+			return desired.TopicSpec{}, fmt.Errorf("%w: unknown operation %d for config %s", desired.ErrInvalidConfig, op.Op, op.Name)
 		}
 	}
-	return e.updateTopicSpec(name, validateOnly, func(s *TopicSpec) error {
+	return e.updateTopicSpec(name, validateOnly, func(s *desired.TopicSpec) error {
 		if s.Configs == nil {
 			s.Configs = map[string]string{}
 		}
@@ -164,8 +161,8 @@ func (e *Engine) IncrementalAlterTopicConfigs(name string, ops []ConfigOp, valid
 			case ConfigDelete:
 				delete(s.Configs, op.Name)
 			case ConfigAppend:
-				items := SplitConfigList(s.ConfigValue(op.Name))
-				for _, it := range SplitConfigList(op.Value) {
+				items := desired.SplitConfigList(s.ConfigValue(op.Name))
+				for _, it := range desired.SplitConfigList(op.Value) {
 					if !contains(items, it) {
 						items = append(items, it)
 					}
@@ -173,8 +170,8 @@ func (e *Engine) IncrementalAlterTopicConfigs(name string, ops []ConfigOp, valid
 				s.Configs[op.Name] = strings.Join(items, ",")
 			case ConfigSubtract:
 				var kept []string
-				drop := SplitConfigList(op.Value)
-				for _, it := range SplitConfigList(s.ConfigValue(op.Name)) {
+				drop := desired.SplitConfigList(op.Value)
+				for _, it := range desired.SplitConfigList(s.ConfigValue(op.Name)) {
 					if !contains(drop, it) {
 						kept = append(kept, it)
 					}
@@ -182,8 +179,8 @@ func (e *Engine) IncrementalAlterTopicConfigs(name string, ops []ConfigOp, valid
 				s.Configs[op.Name] = strings.Join(kept, ",")
 			}
 		}
-		if err := ValidateTopicConfigs(s.Configs); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		if err := desired.ValidateTopicConfigs(s.Configs); err != nil {
+			return fmt.Errorf("%w: %v", desired.ErrInvalidConfig, err)
 		}
 		return nil
 	})
@@ -201,15 +198,15 @@ func contains(items []string, s string) bool {
 // CreatePartitions raises a topic's partition count to count
 // (CreatePartitions). Partitions are only ever added; the controller
 // assigns the new ones like every other partition.
-func (e *Engine) CreatePartitions(name string, count int32, validateOnly bool) (TopicSpec, error) {
-	return e.updateTopicSpec(name, validateOnly, func(s *TopicSpec) error {
+func (e *Engine) CreatePartitions(name string, count int32, validateOnly bool) (desired.TopicSpec, error) {
+	return e.updateTopicSpec(name, validateOnly, func(s *desired.TopicSpec) error {
 		switch {
 		case count == s.Partitions:
-			return fmt.Errorf("%w: topic already has %d partitions", ErrInvalidPartitions, s.Partitions)
+			return fmt.Errorf("%w: topic already has %d partitions", desired.ErrInvalidPartitions, s.Partitions)
 		case count < s.Partitions:
-			return fmt.Errorf("%w: topic currently has %d partitions, which is higher than the requested %d", ErrInvalidPartitions, s.Partitions, count)
-		case count > MaxPartitions:
-			return fmt.Errorf("%w: %d partitions is above the limit of %d", ErrInvalidPartitions, count, MaxPartitions)
+			return fmt.Errorf("%w: topic currently has %d partitions, which is higher than the requested %d", desired.ErrInvalidPartitions, s.Partitions, count)
+		case count > desired.MaxPartitions:
+			return fmt.Errorf("%w: %d partitions is above the limit of %d", desired.ErrInvalidPartitions, count, desired.MaxPartitions)
 		}
 		if err := e.checkPartitionBudget(int64(count - s.Partitions)); err != nil {
 			return err
@@ -241,6 +238,6 @@ func (e *Engine) DeleteRecords(topic string, partition int32, offset int64) (int
 
 // managedError refuses a Kafka admin change to a topic declared outside
 // Kafka, naming the declaration to change instead.
-func managedError(spec TopicSpec) error {
-	return fmt.Errorf("%w: topic %s is declared by %s; change or delete it there", ErrTopicManaged, spec.Name, spec.ManagedBy)
+func managedError(spec desired.TopicSpec) error {
+	return fmt.Errorf("%w: topic %s is declared by %s; change or delete it there", desired.ErrTopicManaged, spec.Name, spec.ManagedBy)
 }

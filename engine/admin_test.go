@@ -7,15 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/volume/memfs"
 	"github.com/kaas-dev/kaas/volume/partlog"
 	"github.com/kaas-dev/kaas/volume/partlog/partlogtest"
 )
 
-func readSpec(t *testing.T, e *Engine, name string) TopicSpec {
+func readSpec(t *testing.T, e *Engine, name string) desired.TopicSpec {
 	t.Helper()
-	s, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
+	s, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,13 +41,13 @@ func TestAlterTopicConfigs(t *testing.T) {
 		msg      string
 		want     map[string]string // the spec's configs afterwards
 	}{
-		{name: "unknown key", topic: "t", configs: map[string]string{"retention.ms": "5", "no.such.key": "1"}, wantErr: ErrInvalidConfig, msg: "unknown topic config name: no.such.key", want: map[string]string{"retention.ms": "1000"}},
-		{name: "rejected key", topic: "t", configs: map[string]string{"flush.ms": "1"}, wantErr: ErrInvalidConfig, msg: "fsyncs every acknowledged write", want: map[string]string{"retention.ms": "1000"}},
-		{name: "bad value", topic: "t", configs: map[string]string{"segment.bytes": "ten"}, wantErr: ErrInvalidConfig, msg: "segment.bytes", want: map[string]string{"retention.ms": "1000"}},
-		{name: "compaction refused", topic: "t", configs: map[string]string{"cleanup.policy": "compact"}, wantErr: ErrInvalidConfig, msg: "compact", want: map[string]string{"retention.ms": "1000"}},
+		{name: "unknown key", topic: "t", configs: map[string]string{"retention.ms": "5", "no.such.key": "1"}, wantErr: desired.ErrInvalidConfig, msg: "unknown topic config name: no.such.key", want: map[string]string{"retention.ms": "1000"}},
+		{name: "rejected key", topic: "t", configs: map[string]string{"flush.ms": "1"}, wantErr: desired.ErrInvalidConfig, msg: "fsyncs every acknowledged write", want: map[string]string{"retention.ms": "1000"}},
+		{name: "bad value", topic: "t", configs: map[string]string{"segment.bytes": "ten"}, wantErr: desired.ErrInvalidConfig, msg: "segment.bytes", want: map[string]string{"retention.ms": "1000"}},
+		{name: "compaction refused", topic: "t", configs: map[string]string{"cleanup.policy": "compact"}, wantErr: desired.ErrInvalidConfig, msg: "compact", want: map[string]string{"retention.ms": "1000"}},
 		{name: "validate only", topic: "t", configs: map[string]string{"segment.bytes": "2048"}, validate: true, want: map[string]string{"retention.ms": "1000"}},
 		{name: "unknown topic", topic: "nope", configs: map[string]string{"segment.bytes": "2048"}, wantErr: ErrUnknownTopic, want: map[string]string{"retention.ms": "1000"}},
-		{name: "invalid name", topic: "a/b", configs: nil, wantErr: ErrInvalidTopic, want: map[string]string{"retention.ms": "1000"}},
+		{name: "invalid name", topic: "a/b", configs: nil, wantErr: desired.ErrInvalidTopic, want: map[string]string{"retention.ms": "1000"}},
 		{name: "full replace", topic: "t", configs: map[string]string{"segment.bytes": "2048", "message.timestamp.type": "LogAppendTime"}, want: map[string]string{"segment.bytes": "2048", "message.timestamp.type": "LogAppendTime"}},
 		{name: "back to defaults", topic: "t", configs: map[string]string{}, want: nil},
 	} {
@@ -116,15 +117,15 @@ func TestIncrementalAlterTopicConfigs(t *testing.T) {
 		{name: "set two", ops: []ConfigOp{set("retention.ms", "60000"), set("segment.bytes", "4096")}, want: map[string]string{"retention.ms": "60000", "segment.bytes": "4096"}},
 		{name: "delete one", ops: []ConfigOp{{Name: "segment.bytes", Op: ConfigDelete}}, want: map[string]string{"retention.ms": "60000"}},
 		{name: "delete unset", ops: []ConfigOp{{Name: "retention.bytes", Op: ConfigDelete}}, want: map[string]string{"retention.ms": "60000"}},
-		{name: "append to non-list", ops: []ConfigOp{{Name: "retention.ms", Op: ConfigAppend, Value: "1"}}, wantErr: ErrInvalidConfig, msg: "append is not allowed for config key: retention.ms", want: map[string]string{"retention.ms": "60000"}},
-		{name: "subtract from non-list", ops: []ConfigOp{{Name: "segment.ms", Op: ConfigSubtract, Value: "1"}}, wantErr: ErrInvalidConfig, msg: "subtract is not allowed for config key: segment.ms", want: map[string]string{"retention.ms": "60000"}},
+		{name: "append to non-list", ops: []ConfigOp{{Name: "retention.ms", Op: ConfigAppend, Value: "1"}}, wantErr: desired.ErrInvalidConfig, msg: "append is not allowed for config key: retention.ms", want: map[string]string{"retention.ms": "60000"}},
+		{name: "subtract from non-list", ops: []ConfigOp{{Name: "segment.ms", Op: ConfigSubtract, Value: "1"}}, wantErr: desired.ErrInvalidConfig, msg: "subtract is not allowed for config key: segment.ms", want: map[string]string{"retention.ms": "60000"}},
 		{name: "append present item", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: "delete"}}, want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
-		{name: "append compact", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: "compact"}}, wantErr: ErrInvalidConfig, msg: `"compact" is not supported`, want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
-		{name: "subtract to empty", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigSubtract, Value: "delete"}}, wantErr: ErrInvalidConfig, msg: "empty", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
+		{name: "append compact", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: "compact"}}, wantErr: desired.ErrInvalidConfig, msg: `"compact" is not supported`, want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
+		{name: "subtract to empty", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigSubtract, Value: "delete"}}, wantErr: desired.ErrInvalidConfig, msg: "empty", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
 		{name: "subtract absent item", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigSubtract, Value: "compact"}}, want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
-		{name: "unknown key", ops: []ConfigOp{{Name: "bogus", Op: ConfigDelete}}, wantErr: ErrInvalidConfig, msg: "bogus", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
-		{name: "bad value leaves all", ops: []ConfigOp{set("segment.bytes", "4096"), set("retention.ms", "-2")}, wantErr: ErrInvalidConfig, msg: "retention.ms", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
-		{name: "key twice", ops: []ConfigOp{set("segment.bytes", "4096"), {Name: "segment.bytes", Op: ConfigDelete}}, wantErr: ErrInvalidConfig, msg: "more than once", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
+		{name: "unknown key", ops: []ConfigOp{{Name: "bogus", Op: ConfigDelete}}, wantErr: desired.ErrInvalidConfig, msg: "bogus", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
+		{name: "bad value leaves all", ops: []ConfigOp{set("segment.bytes", "4096"), set("retention.ms", "-2")}, wantErr: desired.ErrInvalidConfig, msg: "retention.ms", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
+		{name: "key twice", ops: []ConfigOp{set("segment.bytes", "4096"), {Name: "segment.bytes", Op: ConfigDelete}}, wantErr: desired.ErrInvalidConfig, msg: "more than once", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
 		{name: "timestamp type", ops: []ConfigOp{set("message.timestamp.type", "LogAppendTime"), {Name: "cleanup.policy", Op: ConfigDelete}}, want: map[string]string{"retention.ms": "60000", "message.timestamp.type": "LogAppendTime"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,9 +164,9 @@ func TestCreatePartitions(t *testing.T) {
 	}{
 		{1, "topic already has 1 partitions"},
 		{0, "topic currently has 1 partitions, which is higher than the requested 0"},
-		{MaxPartitions + 1, "above the limit"},
+		{desired.MaxPartitions + 1, "above the limit"},
 	} {
-		if _, err := e.CreatePartitions("t", tc.count, false); !errors.Is(err, ErrInvalidPartitions) || !strings.Contains(err.Error(), tc.msg) {
+		if _, err := e.CreatePartitions("t", tc.count, false); !errors.Is(err, desired.ErrInvalidPartitions) || !strings.Contains(err.Error(), tc.msg) {
 			t.Fatalf("CreatePartitions(%d) = %v, want INVALID_PARTITIONS %q", tc.count, err, tc.msg)
 		}
 	}
@@ -186,7 +187,7 @@ func TestCreatePartitions(t *testing.T) {
 			t.Fatalf("produce to partition %d: %v", i, err)
 		}
 	}
-	if _, err := e.CreatePartitions("t", 2, false); !errors.Is(err, ErrInvalidPartitions) {
+	if _, err := e.CreatePartitions("t", 2, false); !errors.Is(err, desired.ErrInvalidPartitions) {
 		t.Fatalf("decrease: %v", err)
 	}
 }
@@ -233,31 +234,31 @@ func TestDeleteRecords(t *testing.T) {
 }
 
 func TestTopicConfigEntries(t *testing.T) {
-	entries := TopicConfigEntries(TopicSpec{Configs: map[string]string{"retention.ms": "5"}})
-	if len(entries) != len(TopicConfigNames()) {
-		t.Fatalf("%d entries for %d configs", len(entries), len(TopicConfigNames()))
+	entries := desired.TopicConfigEntries(desired.TopicSpec{Configs: map[string]string{"retention.ms": "5"}})
+	if len(entries) != len(desired.TopicConfigNames()) {
+		t.Fatalf("%d entries for %d configs", len(entries), len(desired.TopicConfigNames()))
 	}
 	for _, ce := range entries {
-		if ce.Doc == "" || ce.Type == ConfigTypeUnknown || ce.ReadOnly {
+		if ce.Doc == "" || ce.Type == desired.ConfigTypeUnknown || ce.ReadOnly {
 			t.Errorf("%s: %+v", ce.Name, ce)
 		}
 		last := ce.Synonyms[len(ce.Synonyms)-1]
-		if last.Source != SourceDefault || last.Name == "" {
+		if last.Source != desired.SourceDefault || last.Name == "" {
 			t.Errorf("%s: last synonym %+v is not the broker default", ce.Name, last)
 		}
 		switch ce.Name {
 		case "retention.ms":
-			if ce.Value != "5" || ce.Source != SourceTopic || len(ce.Synonyms) != 2 || ce.Synonyms[0] != (ConfigSynonym{"retention.ms", "5", SourceTopic}) || last.Name != "log.retention.ms" {
+			if ce.Value != "5" || ce.Source != desired.SourceTopic || len(ce.Synonyms) != 2 || ce.Synonyms[0] != (desired.ConfigSynonym{Name: "retention.ms", Value: "5", Source: desired.SourceTopic}) || last.Name != "log.retention.ms" {
 				t.Errorf("retention.ms: %+v", ce)
 			}
 		case "cleanup.policy":
-			if ce.Type != ConfigTypeList || ce.Value != "delete" || ce.Source != SourceDefault || len(ce.Synonyms) != 1 {
+			if ce.Type != desired.ConfigTypeList || ce.Value != "delete" || ce.Source != desired.SourceDefault || len(ce.Synonyms) != 1 {
 				t.Errorf("cleanup.policy: %+v", ce)
 			}
 		}
 	}
-	for _, k := range RejectedTopicConfigNames() {
-		if _, ok := LookupTopicConfig(k); ok {
+	for _, k := range desired.RejectedTopicConfigNames() {
+		if _, ok := desired.LookupTopicConfig(k); ok {
 			t.Errorf("%s is both honoured and rejected", k)
 		}
 	}
@@ -269,28 +270,28 @@ func TestBrokerConfigEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]ConfigEntry{}
+	got := map[string]desired.ConfigEntry{}
 	for _, ce := range e.BrokerConfigEntries() {
-		if !ce.ReadOnly || ce.Type == ConfigTypeUnknown || ce.Doc == "" {
+		if !ce.ReadOnly || ce.Type == desired.ConfigTypeUnknown || ce.Doc == "" {
 			t.Errorf("%s: %+v", ce.Name, ce)
 		}
 		got[ce.Name] = ce
 	}
 	for _, tc := range []struct {
 		name, value string
-		source      ConfigSource
+		source      desired.ConfigSource
 	}{
-		{"broker.id", "3", SourceStaticBroker},
-		{"log.dirs", testData, SourceStaticBroker},
-		{"auto.create.topics.enable", "true", SourceDefault},
-		{"num.partitions", "4", SourceStaticBroker},
-		{"group.min.session.timeout.ms", "1000", SourceStaticBroker},
-		{"group.max.session.timeout.ms", "1800000", SourceDefault},
-		{"transaction.max.timeout.ms", "900000", SourceDefault},
-		{"log.retention.ms", "604800000", SourceDefault},
-		{"log.cleanup.policy", "delete", SourceDefault},
-		{"message.max.bytes", "1048588", SourceDefault},
-		{"log.retention.check.interval.ms", "300000", SourceDefault},
+		{"broker.id", "3", desired.SourceStaticBroker},
+		{"log.dirs", testData, desired.SourceStaticBroker},
+		{"auto.create.topics.enable", "true", desired.SourceDefault},
+		{"num.partitions", "4", desired.SourceStaticBroker},
+		{"group.min.session.timeout.ms", "1000", desired.SourceStaticBroker},
+		{"group.max.session.timeout.ms", "1800000", desired.SourceDefault},
+		{"transaction.max.timeout.ms", "900000", desired.SourceDefault},
+		{"log.retention.ms", "604800000", desired.SourceDefault},
+		{"log.cleanup.policy", "delete", desired.SourceDefault},
+		{"message.max.bytes", "1048588", desired.SourceDefault},
+		{"log.retention.check.interval.ms", "300000", desired.SourceDefault},
 	} {
 		ce, ok := got[tc.name]
 		if !ok || ce.Value != tc.value || ce.Source != tc.source {

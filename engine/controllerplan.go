@@ -4,6 +4,7 @@ import (
 	"reflect"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 )
 
@@ -38,7 +39,7 @@ type assignmentInput struct {
 	// Rewrite: Base is this controller's last write, not what the file
 	// holds, so the file must be written even if nothing else changed.
 	Rewrite bool
-	Topics  []TopicSpec // desired state, deleted topics included
+	Topics  []desired.TopicSpec // desired state, deleted topics included
 	Live    []cluster.LiveBroker
 	// Fences holds the fence epoch of each partition that is new to Base
 	// (partitions missing from it mean no fence).
@@ -67,7 +68,7 @@ func assignmentBase(onDisk, written *cluster.Assignment, epoch int32) (base *clu
 // newPartitions lists the partitions of the desired topics (and the
 // coordinator shards) that base does not hold yet: the ones whose fences
 // the round must read before planning.
-func newPartitions(base *cluster.Assignment, topics []TopicSpec) []partitionRef {
+func newPartitions(base *cluster.Assignment, topics []desired.TopicSpec) []partitionRef {
 	var refs []partitionRef
 	add := func(id string, n int32) {
 		have := 0
@@ -135,7 +136,7 @@ func planAssignment(in assignmentInput) (*cluster.Assignment, error) {
 // created, changed or deleted elsewhere (by another broker, or by the
 // operator writing the desired state). known maps a topic name to the
 // spec this broker holds.
-func topicsToReconcile(desired []TopicSpec, known map[string]TopicSpec) []string {
+func topicsToReconcile(desired []desired.TopicSpec, known map[string]desired.TopicSpec) []string {
 	var names []string
 	for _, s := range desired {
 		k, ok := known[s.Name]

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 )
 
@@ -45,7 +46,7 @@ func TestNewPartitions(t *testing.T) {
 		"a":           make([]cluster.PartitionOwner, 2),
 		GroupsTopicID: make([]cluster.PartitionOwner, groups.Shards),
 	}}
-	topics := []TopicSpec{
+	topics := []desired.TopicSpec{
 		{Name: "ta", ID: "a", Partitions: 3},
 		{Name: "tb", ID: "b", Partitions: 1},
 		{Name: "gone", ID: "c", Partitions: 4, Deleted: true},
@@ -64,7 +65,7 @@ func TestNewPartitions(t *testing.T) {
 
 func TestPlanAssignment(t *testing.T) {
 	live := []cluster.LiveBroker{{ID: 1, Incarnation: "i1"}, {ID: 2, Incarnation: "i2"}}
-	topics := []TopicSpec{{Name: "orders", ID: "o", Partitions: 2}}
+	topics := []desired.TopicSpec{{Name: "orders", ID: "o", Partitions: 2}}
 	first, err := planAssignment(assignmentInput{Epoch: 1, Topics: topics, Live: live,
 		Fences: map[partitionRef]int32{{"o", 1}: 7}})
 	if err != nil {
@@ -95,7 +96,7 @@ func TestPlanAssignment(t *testing.T) {
 		}
 	})
 	t.Run("a deleted topic leaves the assignment", func(t *testing.T) {
-		gone := []TopicSpec{{Name: "orders", ID: "o", Partitions: 2, Deleted: true}}
+		gone := []desired.TopicSpec{{Name: "orders", ID: "o", Partitions: 2, Deleted: true}}
 		next, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Topics: gone, Live: live})
 		if err != nil || next == nil {
 			t.Fatalf("plan = %v, %v", next, err)
@@ -145,13 +146,13 @@ func TestPlanAssignment(t *testing.T) {
 }
 
 func TestTopicsToReconcile(t *testing.T) {
-	known := map[string]TopicSpec{
+	known := map[string]desired.TopicSpec{
 		"same":    {Name: "same", ID: "1", Generation: 2},
 		"changed": {Name: "changed", ID: "2", Generation: 1},
 		"reborn":  {Name: "reborn", ID: "3", Generation: 1},
 		"deleted": {Name: "deleted", ID: "4", Generation: 1},
 	}
-	desired := []TopicSpec{
+	desired := []desired.TopicSpec{
 		{Name: "same", ID: "1", Generation: 2},
 		{Name: "changed", ID: "2", Generation: 2},
 		{Name: "reborn", ID: "30", Generation: 1},

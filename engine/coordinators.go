@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/engine/groupstore"
 	"github.com/kaas-dev/kaas/engine/txns"
@@ -421,7 +422,7 @@ func (t topicTable) TopicID(name string) ([16]byte, bool) {
 // incarnation for every broker (through open(): close-to-open). A spec
 // marked deleted has no live incarnation.
 func (t topicTable) ConfirmTopicID(name string) ([16]byte, bool, error) {
-	spec, err := ReadTopicSpec(t.e.fsys, t.e.cfg.ClusterDir, name)
+	spec, err := desired.ReadTopicSpec(t.e.fsys, t.e.cfg.ClusterDir, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return [16]byte{}, false, nil
 	}

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/engine/txns"
 	"github.com/kaas-dev/kaas/states"
@@ -114,13 +115,9 @@ type Config struct {
 
 // Errors the front end maps to Kafka error codes.
 var (
-	ErrUnknownTopic      = errors.New("unknown topic or partition")
-	ErrNotServing        = errors.New("partition is not being served by this broker")
-	ErrTopicExists       = errors.New("topic already exists")
-	ErrTopicDeleting     = errors.New("topic is marked for deletion")
-	ErrInvalidTopic      = errors.New("invalid topic")
-	ErrInvalidPartitions = errors.New("invalid number of partitions")
-	ErrInvalidConfig     = errors.New("invalid config")
+	ErrUnknownTopic = errors.New("unknown topic or partition")
+	ErrNotServing   = errors.New("partition is not being served by this broker")
+	ErrTopicExists  = errors.New("topic already exists")
 )
 
 // Engine is one broker's core.
@@ -196,7 +193,7 @@ type Engine struct {
 }
 
 type topic struct {
-	spec  TopicSpec
+	spec  desired.TopicSpec
 	parts []*Partition // nil where not serving
 }
 
@@ -269,7 +266,7 @@ func New(cfg Config) (*Engine, error) {
 	e.elector = cluster.NewElector(cluster.ElectorConfig{FS: e.fsys, ClusterDir: cfg.ClusterDir, BrokerID: cfg.BrokerID,
 		Incarnation: e.incarnation, Observer: e.obs, Log: cfg.Logger.WithName("elector")})
 	e.areader = cluster.NewAssignmentReader(e.fsys, cfg.ClusterDir)
-	for _, d := range []string{cfg.DataDir, path.Join(cfg.DataDir, states.TopicsDir), cfg.ClusterDir, path.Join(cfg.ClusterDir, topicsDesiredDir)} {
+	for _, d := range []string{cfg.DataDir, path.Join(cfg.DataDir, states.TopicsDir), cfg.ClusterDir, path.Join(cfg.ClusterDir, desired.SpecsDir)} {
 		if err := volume.MkdirAllSync(e.fsys, d); err != nil {
 			return nil, fmt.Errorf("prepare %s: %w", d, err)
 		}
@@ -279,7 +276,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.clusterID = id
-	specs, err := ListTopicSpecs(e.fsys, cfg.ClusterDir)
+	specs, err := desired.ListTopicSpecs(e.fsys, cfg.ClusterDir)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +391,7 @@ loop:
 }
 
 func (e *Engine) resync() {
-	specs, err := ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
+	specs, err := desired.ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
 	if err != nil {
 		e.log.Error(err, "resync: list desired topics")
 		return
@@ -440,7 +437,7 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 	if !ok {
 		return fmt.Errorf("unknown reconcile key %q", key)
 	}
-	spec, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
+	spec, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return e.dropTopic(name, "")
 	}
@@ -510,7 +507,7 @@ func (e *Engine) reconcile(ctx context.Context, key string) error {
 // prepareTopicDir creates the topic directory (durably) before partitions
 // are opened in it, after re-reading the desired state: a topic marked
 // deleted since the reconcile began gets no directory back.
-func (e *Engine) prepareTopicDir(spec TopicSpec) error {
+func (e *Engine) prepareTopicDir(spec desired.TopicSpec) error {
 	if err := e.stillDesired(spec); err != nil {
 		return err
 	}
@@ -522,8 +519,8 @@ func (e *Engine) prepareTopicDir(spec TopicSpec) error {
 
 // stillDesired re-reads the desired state of spec's topic and fails unless
 // it still names this incarnation, undeleted.
-func (e *Engine) stillDesired(spec TopicSpec) error {
-	now, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name)
+func (e *Engine) stillDesired(spec desired.TopicSpec) error {
+	now, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name)
 	if err != nil {
 		return fmt.Errorf("topic %s: re-read desired state: %w", spec.Name, err)
 	}
@@ -537,7 +534,7 @@ func (e *Engine) stillDesired(spec TopicSpec) error {
 const parallelOpens = 16
 
 // release unpublishes and closes a partition this broker no longer owns.
-func (e *Engine) release(spec TopicSpec, index int32) error {
+func (e *Engine) release(spec desired.TopicSpec, index int32) error {
 	cur := e.servingPartition(spec.Name, spec.ID, index)
 	if cur == nil {
 		return nil
@@ -552,7 +549,7 @@ func (e *Engine) release(spec TopicSpec, index int32) error {
 
 // upsertTopic installs spec in the routing table. A different ID under the
 // same name is a new incarnation: the old one's partitions are closed.
-func (e *Engine) upsertTopic(spec TopicSpec) error {
+func (e *Engine) upsertTopic(spec desired.TopicSpec) error {
 	e.mu.Lock()
 	t := e.topics[spec.Name]
 	var stale, served []*Partition
@@ -607,7 +604,7 @@ func (e *Engine) save(rec *states.Record) error {
 
 // driveOpen drives one partition's open machine to serving at the leader
 // epoch assigned to this broker.
-func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int32) error {
+func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, epoch int32) error {
 	obj := states.PartitionObject(spec.Name, index)
 	cur := e.servingPartition(spec.Name, spec.ID, index)
 	if cur != nil && cur.log.Err() == nil && cur.Epoch() == epoch {
@@ -716,7 +713,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 // of the old tail is read. A fence above that epoch means the assignment
 // this broker read is stale: the step fails and is retried when a newer one
 // arrives.
-func (e *Engine) claimFence(spec TopicSpec, index, epoch int32, rec *states.Record) error {
+func (e *Engine) claimFence(spec desired.TopicSpec, index, epoch int32, rec *states.Record) error {
 	return e.claimFenceAt(states.PartitionDir(e.cfg.DataDir, spec.Name, index), openKey(spec.Name, index, spec.ID),
 		fmt.Sprintf("%s/%d", spec.Name, index), spec.ID, index, epoch, rec)
 }
@@ -760,7 +757,7 @@ func (e *Engine) claimFenceAt(dir, key, what, topicID string, index, epoch int32
 // openPartition opens the log under the leader epoch the fence step claimed
 // and rebuilds the producer state from the newest snapshot plus the log
 // after it.
-func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.Record) (*Partition, error) {
+func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *states.Record) (*Partition, error) {
 	dir := states.PartitionDir(e.cfg.DataDir, spec.Name, index)
 	var previous []int32
 	if rec.FencedFrom != nil {
@@ -774,9 +771,9 @@ func (e *Engine) openPartition(spec TopicSpec, index, epoch int32, rec *states.R
 	start := time.Now()
 	lg, err := partlog.Open(e.fsys, dir, partlog.Config{
 		Epoch:                  epoch,
-		SegmentBytes:           spec.configInt("segment.bytes"),
-		SegmentAge:             time.Duration(spec.configInt("segment.ms")) * time.Millisecond,
-		MaxBatchBytes:          int32(spec.configInt("max.message.bytes")),
+		SegmentBytes:           spec.ConfigInt("segment.bytes"),
+		SegmentAge:             time.Duration(spec.ConfigInt("segment.ms")) * time.Millisecond,
+		MaxBatchBytes:          int32(spec.ConfigInt("max.message.bytes")),
 		LogAppendTime:          spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
 		CheckpointInterval:     e.cfg.CheckpointInterval,
 		PreviousEpochs:         previous,
@@ -890,7 +887,7 @@ func (e *Engine) dropTopic(name, id string) error {
 }
 
 // driveDelete drives a topic incarnation's delete machine to deleted.
-func (e *Engine) driveDelete(ctx context.Context, spec TopicSpec) error {
+func (e *Engine) driveDelete(ctx context.Context, spec desired.TopicSpec) error {
 	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.TopicDelete.Kind, spec.Name)
 	if err != nil {
 		return err
@@ -921,7 +918,7 @@ func (e *Engine) driveDelete(ctx context.Context, spec TopicSpec) error {
 			return nil
 		},
 		func(ctx context.Context) error {
-			return RemoveTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name, spec.ID)
+			return desired.RemoveTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name, spec.ID)
 		})
 	if err := states.Drive(ctx, states.TopicDelete, rec, acts, e.save, e.cfg.Now); err != nil {
 		return err
@@ -973,7 +970,7 @@ func (e *Engine) Changed() <-chan struct{} {
 
 // TopicView is a topic as routing sees it.
 type TopicView struct {
-	Spec TopicSpec
+	Spec desired.TopicSpec
 	// Epochs holds each partition's leader epoch, -1 where it has no
 	// serving leader.
 	Epochs []int32
@@ -1091,8 +1088,8 @@ func (e *Engine) Partition(name string, index int32) (*Partition, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	t := e.topics[name]
-	if t == nil && reservedTopics[name] {
-		return nil, fmt.Errorf("%w: cannot append to or fetch from internal topic %s: kaas keeps that state in its coordinator shards", ErrInvalidTopic, name)
+	if t == nil && desired.IsReservedTopic(name) {
+		return nil, fmt.Errorf("%w: cannot append to or fetch from internal topic %s: kaas keeps that state in its coordinator shards", desired.ErrInvalidTopic, name)
 	}
 	if t == nil || t.spec.Deleted || index < 0 || index >= int32(len(t.parts)) {
 		return nil, fmt.Errorf("%w: %s/%d", ErrUnknownTopic, name, index)
@@ -1138,44 +1135,44 @@ type CreateTopicRequest struct {
 }
 
 // CreateTopic writes the desired state of a new topic incarnation.
-func (e *Engine) CreateTopic(req CreateTopicRequest) (TopicSpec, error) {
+func (e *Engine) CreateTopic(req CreateTopicRequest) (desired.TopicSpec, error) {
 	if req.Partitions == -1 {
 		req.Partitions = e.cfg.DefaultPartitions
 	}
-	if err := validateTopic(req.Name, req.Partitions, req.Configs); err != nil {
-		return TopicSpec{}, err
+	if err := desired.ValidateTopic(req.Name, req.Partitions, req.Configs); err != nil {
+		return desired.TopicSpec{}, err
 	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
-	cur, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, req.Name)
+	cur, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, req.Name)
 	switch {
 	case err == nil && cur.Deleted:
-		return TopicSpec{}, fmt.Errorf("%w: %s", ErrTopicDeleting, req.Name)
+		return desired.TopicSpec{}, fmt.Errorf("%w: %s", desired.ErrTopicDeleting, req.Name)
 	case err == nil:
 		e.learnTopic(cur)
 		return cur, fmt.Errorf("%w: %s", ErrTopicExists, req.Name)
 	case !errors.Is(err, fs.ErrNotExist):
-		return TopicSpec{}, err
+		return desired.TopicSpec{}, err
 	}
 	if err := e.checkPartitionBudget(int64(req.Partitions)); err != nil {
-		return TopicSpec{}, err
+		return desired.TopicSpec{}, err
 	}
-	spec := TopicSpec{Name: req.Name, ID: uuid.NewString(), Partitions: req.Partitions, Configs: req.Configs, Generation: 1}
+	spec := desired.TopicSpec{Name: req.Name, ID: uuid.NewString(), Partitions: req.Partitions, Configs: req.Configs, Generation: 1}
 	if req.ValidateOnly {
 		return spec, nil
 	}
 	// Exclusive create: two brokers creating one name cannot give it two
 	// topic IDs; the loser reads the winner's spec.
-	if err := CreateTopicSpec(e.fsys, e.cfg.ClusterDir, spec); err != nil {
+	if err := desired.CreateTopicSpec(e.fsys, e.cfg.ClusterDir, spec); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
-			return TopicSpec{}, err
+			return desired.TopicSpec{}, err
 		}
-		cur, rerr := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, req.Name)
+		cur, rerr := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, req.Name)
 		switch {
 		case rerr != nil:
-			return TopicSpec{}, fmt.Errorf("topic %s is being created elsewhere: %w", req.Name, rerr)
+			return desired.TopicSpec{}, fmt.Errorf("topic %s is being created elsewhere: %w", req.Name, rerr)
 		case cur.Deleted:
-			return TopicSpec{}, fmt.Errorf("%w: %s", ErrTopicDeleting, req.Name)
+			return desired.TopicSpec{}, fmt.Errorf("%w: %s", desired.ErrTopicDeleting, req.Name)
 		default:
 			e.learnTopic(cur)
 			return cur, fmt.Errorf("%w: %s", ErrTopicExists, req.Name)
@@ -1191,7 +1188,7 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (TopicSpec, error) {
 
 // learnTopic installs a topic another broker created, so that this broker
 // routes it before its next resync.
-func (e *Engine) learnTopic(spec TopicSpec) {
+func (e *Engine) learnTopic(spec desired.TopicSpec) {
 	if _, ok := e.Topic(spec.Name); ok || spec.Deleted {
 		return
 	}
@@ -1217,18 +1214,18 @@ func (e *Engine) AutoCreate(name string) error {
 func (e *Engine) AutoCreateEnabled() bool { return e.cfg.AutoCreateTopics }
 
 // DeleteTopic marks a topic incarnation deleted; the reconciler removes it.
-func (e *Engine) DeleteTopic(name string) (TopicSpec, error) {
-	if reservedTopics[name] {
-		return TopicSpec{}, fmt.Errorf("%w: internal topic %s cannot be deleted", ErrInvalidTopic, name)
+func (e *Engine) DeleteTopic(name string) (desired.TopicSpec, error) {
+	if desired.IsReservedTopic(name) {
+		return desired.TopicSpec{}, fmt.Errorf("%w: internal topic %s cannot be deleted", desired.ErrInvalidTopic, name)
 	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
-	spec, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
+	spec, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return TopicSpec{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		return desired.TopicSpec{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	if err != nil {
-		return TopicSpec{}, err
+		return desired.TopicSpec{}, err
 	}
 	if spec.ManagedBy != "" && !spec.Deleted {
 		return spec, managedError(spec)
@@ -1236,8 +1233,8 @@ func (e *Engine) DeleteTopic(name string) (TopicSpec, error) {
 	if !spec.Deleted {
 		spec.Deleted = true
 		spec.Generation++
-		if err := WriteTopicSpec(e.fsys, e.cfg.ClusterDir, spec); err != nil {
-			return TopicSpec{}, err
+		if err := desired.WriteTopicSpec(e.fsys, e.cfg.ClusterDir, spec); err != nil {
+			return desired.TopicSpec{}, err
 		}
 		e.log.Info("topic delete requested", "topic", name, "topicID", spec.ID)
 	}
@@ -1277,7 +1274,7 @@ func (e *Engine) WaitServing(ctx context.Context, name string) bool {
 func (e *Engine) WaitDeleted(ctx context.Context, name, id string) bool {
 	for {
 		ch := e.Changed()
-		s, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
+		s, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
 		if errors.Is(err, fs.ErrNotExist) || (err == nil && s.ID != id) {
 			return true
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/faultfs"
@@ -187,7 +188,7 @@ func TestTopicLifecycle(t *testing.T) {
 			t.Fatalf("partition-open record survived the delete: %+v", rec)
 		}
 	}
-	for _, p := range []string{states.TopicDir(testData, "orders"), states.TrashPath(testData, "orders", spec.ID), desiredPath(testCluster, "orders")} {
+	for _, p := range []string{states.TopicDir(testData, "orders"), states.TrashPath(testData, "orders", spec.ID), desired.SpecPath(testCluster, "orders")} {
 		if _, err := fsys.Stat(p); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("%s still exists after the delete (%v)", p, err)
 		}
@@ -535,10 +536,10 @@ func TestLateOpenOfADeletedTopicCreatesNothing(t *testing.T) {
 	ctx := safety(t)
 	fsys := memfs.New()
 	e := startEngine(t, fsys)
-	spec := TopicSpec{Name: "gone", ID: "00000000-0000-4000-8000-00000000d00d", Partitions: 1}
+	spec := desired.TopicSpec{Name: "gone", ID: "00000000-0000-4000-8000-00000000d00d", Partitions: 1}
 	deleted := spec
 	deleted.Deleted = true
-	if err := WriteTopicSpec(fsys, testCluster, deleted); err != nil {
+	if err := desired.WriteTopicSpec(fsys, testCluster, deleted); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.driveOpen(ctx, spec, 0, 1); err == nil {

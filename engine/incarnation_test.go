@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/volume/memfs"
 	"github.com/kaas-dev/kaas/volume/partlog/partlogtest"
@@ -14,7 +15,7 @@ import (
 
 // recreate deletes the live incarnation of name and creates a new one,
 // waiting until it is served.
-func recreate(t *testing.T, ctx context.Context, e *Engine, old TopicSpec) TopicSpec {
+func recreate(t *testing.T, ctx context.Context, e *Engine, old desired.TopicSpec) desired.TopicSpec {
 	t.Helper()
 	if _, err := e.DeleteTopic(old.Name); err != nil {
 		t.Fatal(err)

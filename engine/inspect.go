@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -11,7 +12,7 @@ import (
 // InspectTopic describes a topic from the volume alone (kaasctl with no
 // broker running). Offsets are as of each log's last durable checkpoint.
 func InspectTopic(fsys volume.FS, dataDir, clusterDir, name string) (TopicStatus, error) {
-	spec, err := ReadTopicSpec(fsys, clusterDir, name)
+	spec, err := desired.ReadTopicSpec(fsys, clusterDir, name)
 	if err != nil {
 		return TopicStatus{}, fmt.Errorf("topic %q: %w", name, err)
 	}

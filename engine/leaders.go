@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"time"
+
+	"github.com/kaas-dev/kaas/engine/desired"
 )
 
 // A topic just created through another broker reaches this one's routing a
@@ -30,10 +32,10 @@ func (e *Engine) KnownTopic(name string) (TopicView, bool) {
 	if v, ok := e.Topic(name); ok {
 		return v, true
 	}
-	if ValidTopicName(name) != nil {
+	if desired.ValidTopicName(name) != nil {
 		return TopicView{}, false
 	}
-	spec, err := ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
+	spec, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			e.log.V(1).Info("read topic spec for metadata", "topic", name, "err", err.Error())

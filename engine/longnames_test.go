@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/faultfs"
@@ -161,8 +162,8 @@ func TestLongTopicNamesThroughEveryMachine(t *testing.T) {
 
 				// directory-reclaim: the desired state names a third
 				// incarnation while the directory is stamped by the second.
-				third := TopicSpec{Name: name, ID: "00000000-0000-4000-8000-0000000000c3", Partitions: 1, Generation: 1}
-				if err := WriteTopicSpec(fsys, cluster, third); err != nil {
+				third := desired.TopicSpec{Name: name, ID: "00000000-0000-4000-8000-0000000000c3", Partitions: 1, Generation: 1}
+				if err := desired.WriteTopicSpec(fsys, cluster, third); err != nil {
 					t.Fatalf("replace the desired state of a %d-character topic: %v", n, err)
 				}
 				e = start()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
@@ -169,7 +170,7 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 // round when the desired state cannot be listed completely: a topic left
 // out would be released and its epochs forgotten.
 func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
-	specs, err := ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
+	specs, err := desired.ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
 	if err != nil {
 		return fmt.Errorf("list desired topics: %w", err)
 	}
@@ -189,7 +190,7 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 			"controllerEpoch", epoch, "found", controllerEpochOf(onDisk))
 	}
 	e.mu.RLock()
-	known := make(map[string]TopicSpec, len(e.topics))
+	known := make(map[string]desired.TopicSpec, len(e.topics))
 	for name, t := range e.topics {
 		known[name] = t.spec
 	}

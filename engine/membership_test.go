@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/faultfs"
@@ -139,7 +140,7 @@ func TestTwoBrokersSharePartitionsAndFailOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, ctx, "topic deleted", func() error {
-		if _, err := ReadTopicSpec(fsys, testCluster, "shared"); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := desired.ReadTopicSpec(fsys, testCluster, "shared"); !errors.Is(err, fs.ErrNotExist) {
 			return errors.New("desired state still there")
 		}
 		if _, err := fsys.Stat(states.TopicDir(testData, "shared")); !errors.Is(err, fs.ErrNotExist) {

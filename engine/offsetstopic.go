@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/google/uuid"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 )
 
@@ -28,7 +29,7 @@ func (e *Engine) OffsetsTopicView() TopicView {
 	shards := e.shards
 	e.shardMu.RUnlock()
 	v := TopicView{
-		Spec: TopicSpec{
+		Spec: desired.TopicSpec{
 			Name:       OffsetsTopic,
 			ID:         uuid.NewSHA1(offsetsTopicNamespace, []byte(e.ClusterID())).String(),
 			Partitions: groups.Shards,

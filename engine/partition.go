@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
@@ -354,11 +355,11 @@ func (p *Partition) logStartMoved(start int64) {
 }
 
 // limitsOf returns the log limits a topic's configs set.
-func limitsOf(spec TopicSpec) partlog.Limits {
+func limitsOf(spec desired.TopicSpec) partlog.Limits {
 	return partlog.Limits{
-		SegmentBytes:  spec.configInt("segment.bytes"),
-		SegmentAge:    time.Duration(spec.configInt("segment.ms")) * time.Millisecond,
-		MaxBatchBytes: int32(spec.configInt("max.message.bytes")),
+		SegmentBytes:  spec.ConfigInt("segment.bytes"),
+		SegmentAge:    time.Duration(spec.ConfigInt("segment.ms")) * time.Millisecond,
+		MaxBatchBytes: int32(spec.ConfigInt("max.message.bytes")),
 		LogAppendTime: spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
 	}
 }
@@ -367,7 +368,7 @@ func limitsOf(spec TopicSpec) partlog.Limits {
 // max.message.bytes and message.timestamp.type to the open log: appends
 // after it see them. Nothing already written changes. Retention configs
 // need nothing here: the retention pass reads them from the spec each time.
-func (p *Partition) reconfigure(spec TopicSpec) error {
+func (p *Partition) reconfigure(spec desired.TopicSpec) error {
 	if err := p.log.Reconfigure(limitsOf(spec)); err != nil {
 		return fmt.Errorf("reconfigure %s/%d: %w", p.Topic, p.Index, err)
 	}

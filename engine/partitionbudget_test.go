@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume/memfs"
 )
@@ -56,11 +57,11 @@ func TestPartitionBudgetAdmission(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"a", "c", "e"} {
-		if _, err := ReadTopicSpec(fsys, testCluster, name); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := desired.ReadTopicSpec(fsys, testCluster, name); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("refused topic %s left a desired state: %v", name, err)
 		}
 	}
-	if s, _ := ReadTopicSpec(fsys, testCluster, "b"); s.Partitions != 9 {
+	if s, _ := desired.ReadTopicSpec(fsys, testCluster, "b"); s.Partitions != 9 {
 		t.Errorf("topic b has %d partitions, want 9", s.Partitions)
 	}
 }
@@ -122,8 +123,8 @@ func TestPartitionBudgetOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustServing(t, ctx, e.Engine, "small")
-	wide := TopicSpec{Name: "wide", ID: uuid.NewString(), Partitions: 10, Generation: 1}
-	if err := WriteTopicSpec(fsys, testCluster, wide); err != nil {
+	wide := desired.TopicSpec{Name: "wide", ID: uuid.NewString(), Partitions: 10, Generation: 1}
+	if err := desired.WriteTopicSpec(fsys, testCluster, wide); err != nil {
 		t.Fatal(err)
 	}
 	served := func() int {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 )
 
@@ -47,7 +48,7 @@ const trashKey = "trash"
 // and finishes a reclaim a crash interrupted. A directory once seen
 // stamped with spec.ID is not checked again by this process: only this
 // reconciler could change that stamp.
-func (e *Engine) reclaimStale(ctx context.Context, spec TopicSpec) error {
+func (e *Engine) reclaimStale(ctx context.Context, spec desired.TopicSpec) error {
 	if id, ok := e.stampOK.Load(spec.Name); ok && id.(string) == spec.ID {
 		return nil
 	}
@@ -87,7 +88,7 @@ func (e *Engine) reclaimStale(ctx context.Context, spec TopicSpec) error {
 // driveReclaim drives rec, the reclaim of the directory of spec's topic
 // stamped by incarnation rec.TopicID, to reclaimed. spec is the incarnation
 // now desired.
-func (e *Engine) driveReclaim(ctx context.Context, spec TopicSpec, rec *states.Record) error {
+func (e *Engine) driveReclaim(ctx context.Context, spec desired.TopicSpec, rec *states.Record) error {
 	oldID := rec.TopicID
 	if oldID == spec.ID {
 		return fmt.Errorf("topic %s: refusing to reclaim the directory of the desired incarnation %s", spec.Name, oldID)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/faultfs"
@@ -44,8 +45,8 @@ func TestRecreateUnderTheSameNameReclaims(t *testing.T) {
 			if restart {
 				e.stop(t)
 			}
-			next := TopicSpec{Name: "orders", ID: "00000000-0000-4000-8000-0000000000b2", Partitions: 1, Generation: 1}
-			if err := WriteTopicSpec(fsys, testCluster, next); err != nil {
+			next := desired.TopicSpec{Name: "orders", ID: "00000000-0000-4000-8000-0000000000b2", Partitions: 1, Generation: 1}
+			if err := desired.WriteTopicSpec(fsys, testCluster, next); err != nil {
 				t.Fatal(err)
 			}
 			if restart {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
@@ -45,7 +46,7 @@ type RetentionStats struct {
 
 // servedPartition is a served partition with the spec it is served under.
 type servedPartition struct {
-	spec TopicSpec
+	spec desired.TopicSpec
 	p    *Partition
 }
 
@@ -66,14 +67,14 @@ func (e *Engine) served() []servedPartition {
 
 // retentionPolicyOf returns the topic's retention policy, and false when
 // its cleanup.policy does not include delete.
-func retentionPolicyOf(spec TopicSpec) (partlog.RetentionPolicy, bool) {
+func retentionPolicyOf(spec desired.TopicSpec) (partlog.RetentionPolicy, bool) {
 	del := false
 	for _, it := range strings.Split(spec.ConfigValue("cleanup.policy"), ",") {
 		if strings.TrimSpace(it) == "delete" {
 			del = true
 		}
 	}
-	return partlog.RetentionPolicy{Ms: spec.configInt("retention.ms"), Bytes: spec.configInt("retention.bytes")}, del
+	return partlog.RetentionPolicy{Ms: spec.ConfigInt("retention.ms"), Bytes: spec.ConfigInt("retention.bytes")}, del
 }
 
 // retentionPass enforces retention once on every partition this broker

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/memfs"
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -55,7 +56,7 @@ func TestRetentionPolicyOf(t *testing.T) {
 		{configs: map[string]string{"cleanup.policy": "compact, delete"}, want: partlog.RetentionPolicy{Ms: 604800000, Bytes: -1}, ok: true},
 	}
 	for _, tc := range cases {
-		got, ok := retentionPolicyOf(TopicSpec{Configs: tc.configs})
+		got, ok := retentionPolicyOf(desired.TopicSpec{Configs: tc.configs})
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("retentionPolicyOf(%v) = %+v, %v; want %+v, %v", tc.configs, got, ok, tc.want, tc.ok)
 		}
@@ -63,13 +64,13 @@ func TestRetentionPolicyOf(t *testing.T) {
 }
 
 func TestLimitsOf(t *testing.T) {
-	got := limitsOf(TopicSpec{Configs: map[string]string{"segment.bytes": "4096", "segment.ms": "1500",
+	got := limitsOf(desired.TopicSpec{Configs: map[string]string{"segment.bytes": "4096", "segment.ms": "1500",
 		"max.message.bytes": "2000", "message.timestamp.type": "LogAppendTime"}})
 	want := partlog.Limits{SegmentBytes: 4096, SegmentAge: 1500 * time.Millisecond, MaxBatchBytes: 2000, LogAppendTime: true}
 	if got != want {
 		t.Fatalf("limitsOf = %+v, want %+v", got, want)
 	}
-	if got := limitsOf(TopicSpec{}); got.LogAppendTime || got.SegmentBytes != 1073741824 {
+	if got := limitsOf(desired.TopicSpec{}); got.LogAppendTime || got.SegmentBytes != 1073741824 {
 		t.Fatalf("defaults: %+v", got)
 	}
 }

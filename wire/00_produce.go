@@ -57,6 +57,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume/partlog"
 	"github.com/kaas-dev/kaas/volume/records"
 )
@@ -231,7 +232,7 @@ func invalidAcksResponse(c *conn, req *kmsg.ProduceRequest, resp *kmsg.ProduceRe
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition, sp.BaseOffset = rp.Partition, -1
 			err := error(&codedError{code: kerr.InvalidRequiredAcks.Code, err: fmt.Errorf("acks %d: must be -1 (all), 0 (none) or 1 (leader)", req.Acks)})
-			if _, perr := c.s.eng.Partition(rt.Topic, rp.Partition); errors.Is(perr, engine.ErrUnknownTopic) || errors.Is(perr, engine.ErrInvalidTopic) {
+			if _, perr := c.s.eng.Partition(rt.Topic, rp.Partition); errors.Is(perr, engine.ErrUnknownTopic) || errors.Is(perr, desired.ErrInvalidTopic) {
 				err = perr
 			}
 			sp.ErrorCode = errorCode(err)

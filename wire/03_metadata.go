@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 )
 
 func handleMetadata(c *conn, kreq kmsg.Request, r *reply) {
@@ -112,7 +113,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 			}
 			continue
 		}
-		if err := engine.ValidTopicName(name); err != nil {
+		if err := desired.ValidTopicName(name); err != nil {
 			continue
 		}
 		if allowAuto && s.eng.AutoCreateEnabled() {
@@ -150,7 +151,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 		t := kmsg.NewMetadataResponseTopic()
 		t.Topic = rt.Topic
 		t.ErrorCode = kerr.UnknownTopicOrPartition.Code
-		if err := engine.ValidTopicName(name); err != nil {
+		if err := desired.ValidTopicName(name); err != nil {
 			t.ErrorCode = kerr.InvalidTopicException.Code
 		} else if allowAuto && s.eng.AutoCreateEnabled() {
 			t.ErrorCode = kerr.LeaderNotAvailable.Code // being created

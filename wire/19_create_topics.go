@@ -33,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 )
 
 func handleCreateTopics(c *conn, kreq kmsg.Request, r *reply) {
@@ -114,9 +115,9 @@ func handleCreateTopics(c *conn, kreq kmsg.Request, r *reply) {
 	})
 }
 
-func topicConfigEntries(spec engine.TopicSpec) []kmsg.CreateTopicsResponseTopicConfig {
+func topicConfigEntries(spec desired.TopicSpec) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
-	for _, ce := range engine.TopicConfigEntries(spec) { // sorted by name
+	for _, ce := range desired.TopicConfigEntries(spec) { // sorted by name
 		e := kmsg.NewCreateTopicsResponseTopicConfig()
 		e.Name = ce.Name
 		v := ce.Value

@@ -41,7 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 )
 
 func handleDescribeConfigs(c *conn, kreq kmsg.Request, r *reply) {
@@ -74,14 +74,14 @@ func handleDescribeConfigs(c *conn, kreq kmsg.Request, r *reply) {
 }
 
 // describeResource lists a topic's or this broker's configs.
-func (c *conn) describeResource(typ kmsg.ConfigResourceType, name string) ([]engine.ConfigEntry, error) {
+func (c *conn) describeResource(typ kmsg.ConfigResourceType, name string) ([]desired.ConfigEntry, error) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
 		spec, err := c.s.eng.TopicSpecNow(name)
 		if err != nil {
 			return nil, err
 		}
-		return engine.TopicConfigEntries(spec), nil
+		return desired.TopicConfigEntries(spec), nil
 	case kmsg.ConfigResourceTypeBroker:
 		if err := c.checkBrokerResource(name); err != nil {
 			return nil, err
@@ -117,35 +117,35 @@ func unsupportedResource(typ kmsg.ConfigResourceType) error {
 }
 
 // serverConfigEntries describes the front end's own broker configs.
-func (s *Server) serverConfigEntries() []engine.ConfigEntry {
-	entry := func(name string, value, def int64, typ engine.ConfigType, doc string) engine.ConfigEntry {
+func (s *Server) serverConfigEntries() []desired.ConfigEntry {
+	entry := func(name string, value, def int64, typ desired.ConfigType, doc string) desired.ConfigEntry {
 		v, d := strconv.FormatInt(value, 10), strconv.FormatInt(def, 10)
-		e := engine.ConfigEntry{Name: name, Value: v, Source: engine.SourceDefault, ReadOnly: true, Type: typ, Doc: doc}
+		e := desired.ConfigEntry{Name: name, Value: v, Source: desired.SourceDefault, ReadOnly: true, Type: typ, Doc: doc}
 		if v != d {
-			e.Source = engine.SourceStaticBroker
-			e.Synonyms = append(e.Synonyms, engine.ConfigSynonym{Name: name, Value: v, Source: engine.SourceStaticBroker})
+			e.Source = desired.SourceStaticBroker
+			e.Synonyms = append(e.Synonyms, desired.ConfigSynonym{Name: name, Value: v, Source: desired.SourceStaticBroker})
 		}
-		e.Synonyms = append(e.Synonyms, engine.ConfigSynonym{Name: name, Value: d, Source: engine.SourceDefault})
+		e.Synonyms = append(e.Synonyms, desired.ConfigSynonym{Name: name, Value: d, Source: desired.SourceDefault})
 		return e
 	}
-	return []engine.ConfigEntry{
-		entry("socket.request.max.bytes", int64(s.cfg.MaxFrameBytes), 100<<20, engine.ConfigTypeInt,
+	return []desired.ConfigEntry{
+		entry("socket.request.max.bytes", int64(s.cfg.MaxFrameBytes), 100<<20, desired.ConfigTypeInt,
 			"The largest request frame accepted; a larger one closes the connection (kaas-broker --max-request-bytes)."),
-		entry("queued.max.request.bytes", s.cfg.MaxQueuedBytes, 512<<20, engine.ConfigTypeLong,
+		entry("queued.max.request.bytes", s.cfg.MaxQueuedBytes, 512<<20, desired.ConfigTypeLong,
 			"The memory budget shared by all request frames being read and dispatched (kaas-broker --max-queued-request-bytes)."),
-		entry("connections.max.idle.ms", s.cfg.IdleTimeout.Milliseconds(), (10 * time.Minute).Milliseconds(), engine.ConfigTypeLong,
+		entry("connections.max.idle.ms", s.cfg.IdleTimeout.Milliseconds(), (10 * time.Minute).Milliseconds(), desired.ConfigTypeLong,
 			"Connections with no request for this long are closed."),
 	}
 }
 
-func describeEntry(e engine.ConfigEntry, synonyms, docs bool) kmsg.DescribeConfigsResponseResourceConfig {
+func describeEntry(e desired.ConfigEntry, synonyms, docs bool) kmsg.DescribeConfigsResponseResourceConfig {
 	rc := kmsg.NewDescribeConfigsResponseResourceConfig()
 	rc.Name = e.Name
 	v := e.Value
 	rc.Value = &v
 	rc.ReadOnly, rc.IsSensitive = e.ReadOnly, e.Sensitive
 	rc.Source = kmsg.ConfigSource(e.Source)
-	rc.IsDefault = e.Source == engine.SourceDefault
+	rc.IsDefault = e.Source == desired.SourceDefault
 	rc.ConfigType = kmsg.ConfigType(e.Type)
 	if docs && e.Doc != "" {
 		d := e.Doc
@@ -181,8 +181,8 @@ func (c *conn) alterResourceCheck(typ kmsg.ConfigResourceType, name string, keys
 	}
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
-		if err := engine.ValidTopicName(name); err != nil {
-			return fmt.Errorf("%w: %v", engine.ErrInvalidTopic, err)
+		if err := desired.ValidTopicName(name); err != nil {
+			return fmt.Errorf("%w: %v", desired.ErrInvalidTopic, err)
 		}
 		return nil
 	case kmsg.ConfigResourceTypeBroker:

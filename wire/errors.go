@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
@@ -35,15 +36,15 @@ func errorCode(err error) int16 {
 		return kerr.CoordinatorLoadInProgress.Code
 	case errors.Is(err, engine.ErrCoordinatorNotAvailable):
 		return kerr.CoordinatorNotAvailable.Code
-	case errors.Is(err, engine.ErrTopicExists), errors.Is(err, engine.ErrTopicDeleting):
+	case errors.Is(err, engine.ErrTopicExists), errors.Is(err, desired.ErrTopicDeleting):
 		return kerr.TopicAlreadyExists.Code
-	case errors.Is(err, engine.ErrInvalidTopic):
+	case errors.Is(err, desired.ErrInvalidTopic):
 		return kerr.InvalidTopicException.Code
-	case errors.Is(err, engine.ErrInvalidPartitions):
+	case errors.Is(err, desired.ErrInvalidPartitions):
 		return kerr.InvalidPartitions.Code
-	case errors.Is(err, engine.ErrInvalidConfig):
+	case errors.Is(err, desired.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
-	case errors.Is(err, engine.ErrTopicManaged), errors.Is(err, engine.ErrPartitionBudget):
+	case errors.Is(err, desired.ErrTopicManaged), errors.Is(err, engine.ErrPartitionBudget):
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, engine.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code

@@ -24,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume"
 )
 
@@ -225,7 +225,7 @@ func TestBrokerUnderLowFDLimit(t *testing.T) {
 	// (written as an older broker, or a shared volume's other writer,
 	// could have): every start must serve what it can and keep serving.
 	clusterDir := filepath.Join(data, "__cluster")
-	if err := engine.WriteTopicSpec(volume.OS(), clusterDir, engine.TopicSpec{Name: "wide", ID: uuid.NewString(),
+	if err := desired.WriteTopicSpec(volume.OS(), clusterDir, desired.TopicSpec{Name: "wide", ID: uuid.NewString(),
 		Partitions: widePartitions, Generation: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume"
 )
 
@@ -133,7 +134,7 @@ func assignment(src source, out io.Writer) error {
 		return fmt.Errorf("read assignment (has a controller written one yet?): %w", err)
 	}
 	names := map[string]string{engine.GroupsTopicID: "(group coordinator shards)"}
-	if specs, err := engine.ListTopicSpecs(fsys, dir); err == nil {
+	if specs, err := desired.ListTopicSpecs(fsys, dir); err == nil {
 		for _, s := range specs {
 			names[s.ID] = s.Name
 		}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/memfs"
 )
@@ -58,8 +58,8 @@ func TestAssignmentCommand(t *testing.T) {
 	if err := volume.MkdirAllSync(osfs, filepath.Join(dir, "topics")); err != nil {
 		t.Fatal(err)
 	}
-	spec := engine.TopicSpec{Name: "orders", ID: "11111111-1111-1111-1111-111111111111", Partitions: 2, Generation: 1}
-	if err := engine.WriteTopicSpec(osfs, dir, spec); err != nil {
+	spec := desired.TopicSpec{Name: "orders", ID: "11111111-1111-1111-1111-111111111111", Partitions: 2, Generation: 1}
+	if err := desired.WriteTopicSpec(osfs, dir, spec); err != nil {
 		t.Fatal(err)
 	}
 	a := &cluster.Assignment{ControllerEpoch: 4, Topics: map[string][]cluster.PartitionOwner{

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -207,7 +208,7 @@ func topicsList(src source, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		specs, err := engine.ListTopicSpecs(volume.OS(), dir)
+		specs, err := desired.ListTopicSpecs(volume.OS(), dir)
 		if err != nil {
 			return err
 		}

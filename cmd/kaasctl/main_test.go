@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -20,14 +20,14 @@ func volumeWithStatus(t *testing.T) string {
 	data := t.TempDir()
 	cluster := filepath.Join(data, "__cluster")
 	fsys := volume.OS()
-	for _, s := range []engine.TopicSpec{
+	for _, s := range []desired.TopicSpec{
 		{Name: "orders", ID: "11111111-1111-1111-1111-111111111111", Partitions: 2, Generation: 1},
 		{Name: "gone", ID: "22222222-2222-2222-2222-222222222222", Partitions: 1, Deleted: true, Generation: 2},
 	} {
 		if err := volume.MkdirAllSync(fsys, filepath.Join(cluster, "topics")); err != nil {
 			t.Fatal(err)
 		}
-		if err := engine.WriteTopicSpec(fsys, cluster, s); err != nil {
+		if err := desired.WriteTopicSpec(fsys, cluster, s); err != nil {
 			t.Fatal(err)
 		}
 	}

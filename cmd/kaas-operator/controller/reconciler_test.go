@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/kaas-dev/kaas/cmd/kaas-operator/api/v1alpha1"
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/memfs"
@@ -64,7 +64,7 @@ func TestReconcileLifecycle(t *testing.T) {
 
 	// Created: finalizer, status naming the new topic, an event.
 	got := reconcile(time.Second)
-	spec, err := engine.ReadTopicSpec(fsys, clusterDir, "orders")
+	spec, err := desired.ReadTopicSpec(fsys, clusterDir, "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +110,10 @@ func TestReconcileLifecycle(t *testing.T) {
 	}
 	got = reconcile(time.Second)
 	wantCondition(t, got, v1alpha1.ConditionReady, metav1.ConditionFalse, "Deleting")
-	if spec, _ := engine.ReadTopicSpec(fsys, clusterDir, "orders"); !spec.Deleted {
+	if spec, _ := desired.ReadTopicSpec(fsys, clusterDir, "orders"); !spec.Deleted {
 		t.Fatalf("not marked deleted: %+v", spec)
 	}
-	if err := engine.RemoveTopicSpec(fsys, clusterDir, "orders", spec.ID); err != nil { // the machine's last step
+	if err := desired.RemoveTopicSpec(fsys, clusterDir, "orders", spec.ID); err != nil { // the machine's last step
 		t.Fatal(err)
 	}
 	if got = reconcile(0); got != nil {

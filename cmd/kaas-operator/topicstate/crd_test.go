@@ -9,7 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 )
 
 const crdPath = "../../../deploy/kaas/crds/topics.kaas.io.yaml"
@@ -67,9 +67,9 @@ func TestCRDConfigKeysMatchEngine(t *testing.T) {
 	for _, m := range regexp.MustCompile(`'([^']*)'`).FindAllStringSubmatch(list[1], -1) {
 		keys = append(keys, m[1])
 	}
-	want := engine.TopicConfigNames()
+	want := desired.TopicConfigNames()
 	if !slices.Equal(keys, want) {
-		t.Fatalf("CRD config keys\n  %v\nengine.TopicConfigNames()\n  %v", keys, want)
+		t.Fatalf("CRD config keys\n  %v\ndesired.TopicConfigNames()\n  %v", keys, want)
 	}
 	_, named, ok := strings.Cut(v.Message, ": ")
 	if !ok || named != strings.Join(want, ", ") {
@@ -82,8 +82,8 @@ func TestCRDConfigKeysMatchEngine(t *testing.T) {
 func TestCRDLimitsMatch(t *testing.T) {
 	root := loadCRDSchema(t)
 	spec, status := root.Properties["spec"], root.Properties["status"]
-	if m := spec.Properties["partitions"].Maximum; m == nil || *m != engine.MaxPartitions {
-		t.Errorf("spec.partitions maximum %v, want %d", m, engine.MaxPartitions)
+	if m := spec.Properties["partitions"].Maximum; m == nil || *m != desired.MaxPartitions {
+		t.Errorf("spec.partitions maximum %v, want %d", m, desired.MaxPartitions)
 	}
 	if m := status.Properties["partitions"].MaxItems; m == nil || *m != MaxListedPartitions {
 		t.Errorf("status.partitions maxItems %v, want %d", m, MaxListedPartitions)
@@ -91,9 +91,9 @@ func TestCRDLimitsMatch(t *testing.T) {
 	re := regexp.MustCompile(spec.Properties["topicName"].Pattern)
 	for name, ok := range map[string]bool{"orders": true, "a.b_c-D9": true, strings.Repeat("x", 249): true,
 		"": false, "a/b": false, "ä": false, strings.Repeat("x", 250): false} {
-		if re.MatchString(name) != ok || (engine.ValidTopicName(name) == nil) != ok {
+		if re.MatchString(name) != ok || (desired.ValidTopicName(name) == nil) != ok {
 			t.Errorf("topic name %q: pattern matches %v, engine accepts %v, want %v",
-				name, re.MatchString(name), engine.ValidTopicName(name) == nil, ok)
+				name, re.MatchString(name), desired.ValidTopicName(name) == nil, ok)
 		}
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -28,9 +28,9 @@ func Delete(fsys volume.FS, clusterDir string, d Declaration) Result {
 	if id == "" {
 		return Result{RemoveFinalizer: true} // never created: nothing to delete
 	}
-	gone, err := engine.DeleteManagedTopic(fsys, clusterDir, d.TopicName, id, d.ManagedBy())
+	gone, err := desired.DeleteManagedTopic(fsys, clusterDir, d.TopicName, id, d.ManagedBy())
 	switch {
-	case errors.Is(err, engine.ErrTopicManaged):
+	case errors.Is(err, desired.ErrTopicManaged):
 		return Result{RemoveFinalizer: true, Events: []Event{{Reason: EventReleased, Message: fmt.Sprintf(
 			"Left topic %s in place: it is declared by %s now.", d.TopicName, describeManagedBy(cur.ManagedBy))}}}
 	case err != nil:

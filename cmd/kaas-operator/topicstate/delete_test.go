@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -22,16 +22,16 @@ func TestDelete(t *testing.T) {
 		events  []string
 		message string
 		// spec: what the desired state holds afterwards.
-		spec func(t *testing.T, s engine.TopicSpec)
+		spec func(t *testing.T, s desired.TopicSpec)
 	}{
 		{name: "never created", release: true},
 		{
 			name: "a Kafka topic never adopted is not touched",
 			setup: func(t *testing.T, fsys volume.FS) {
-				writeSpec(t, fsys, engine.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1})
+				writeSpec(t, fsys, desired.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1})
 			},
 			release: true,
-			spec: func(t *testing.T, s engine.TopicSpec) {
+			spec: func(t *testing.T, s desired.TopicSpec) {
 				if s.Deleted || s.ID != "k1" {
 					t.Errorf("spec %+v", s)
 				}
@@ -43,7 +43,7 @@ func TestDelete(t *testing.T) {
 			topicID: "id1",
 			want:    map[string]string{Ready: "False/Deleting", Reconciling: "True/Deleting", Failed: "False/None"},
 			message: "waiting for a broker to start the topic-delete machine",
-			spec: func(t *testing.T, s engine.TopicSpec) {
+			spec: func(t *testing.T, s desired.TopicSpec) {
 				if !s.Deleted || s.Generation != 2 {
 					t.Errorf("spec %+v", s)
 				}
@@ -55,7 +55,7 @@ func TestDelete(t *testing.T) {
 				writeSpec(t, fsys, ours("id1", 3))
 			},
 			want: map[string]string{Ready: "False/Deleting", Reconciling: "True/Deleting", Failed: "False/None"},
-			spec: func(t *testing.T, s engine.TopicSpec) {
+			spec: func(t *testing.T, s desired.TopicSpec) {
 				if !s.Deleted {
 					t.Errorf("spec %+v", s)
 				}
@@ -81,10 +81,10 @@ func TestDelete(t *testing.T) {
 		{
 			name: "the name holds another incarnation: ours is gone",
 			setup: func(t *testing.T, fsys volume.FS) {
-				writeSpec(t, fsys, engine.TopicSpec{Name: "orders", ID: "k2", Partitions: 1, Generation: 1})
+				writeSpec(t, fsys, desired.TopicSpec{Name: "orders", ID: "k2", Partitions: 1, Generation: 1})
 			},
 			topicID: "id1", release: true, events: []string{EventDeleted},
-			spec: func(t *testing.T, s engine.TopicSpec) {
+			spec: func(t *testing.T, s desired.TopicSpec) {
 				if s.Deleted || s.ID != "k2" {
 					t.Errorf("the other incarnation was touched: %+v", s)
 				}
@@ -93,10 +93,10 @@ func TestDelete(t *testing.T) {
 		{
 			name: "declared by another resource now: let go, untouched",
 			setup: func(t *testing.T, fsys volume.FS) {
-				writeSpec(t, fsys, engine.TopicSpec{Name: "orders", ID: "id1", Partitions: 3, Generation: 2, ManagedBy: "kubernetes/ns/other/u7"})
+				writeSpec(t, fsys, desired.TopicSpec{Name: "orders", ID: "id1", Partitions: 3, Generation: 2, ManagedBy: "kubernetes/ns/other/u7"})
 			},
 			topicID: "id1", release: true, events: []string{EventReleased},
-			spec: func(t *testing.T, s engine.TopicSpec) {
+			spec: func(t *testing.T, s desired.TopicSpec) {
 				if s.Deleted {
 					t.Errorf("spec %+v", s)
 				}

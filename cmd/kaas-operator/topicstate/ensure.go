@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume"
 )
 
@@ -19,7 +19,7 @@ func Ensure(fsys volume.FS, clusterDir string, d Declaration) Result {
 	if err != nil {
 		return d.volumeError(nil, err)
 	}
-	spec, err := engine.EnsureTopic(fsys, clusterDir, engine.ManagedTopic{
+	spec, err := desired.EnsureTopic(fsys, clusterDir, desired.ManagedTopic{
 		Name: d.TopicName, Partitions: d.Partitions, Configs: d.Configs,
 		ManagedBy: d.ManagedBy(), Adopt: d.Adopt,
 	})
@@ -61,25 +61,25 @@ func Ensure(fsys volume.FS, clusterDir string, d Declaration) Result {
 }
 
 // readSpec reads a topic's desired state; absent is the zero spec.
-func readSpec(fsys volume.FS, clusterDir, name string) (engine.TopicSpec, error) {
-	if engine.ValidTopicName(name) != nil {
-		return engine.TopicSpec{}, nil // EnsureTopic says what is wrong
+func readSpec(fsys volume.FS, clusterDir, name string) (desired.TopicSpec, error) {
+	if desired.ValidTopicName(name) != nil {
+		return desired.TopicSpec{}, nil // EnsureTopic says what is wrong
 	}
-	spec, err := engine.ReadTopicSpec(fsys, clusterDir, name)
+	spec, err := desired.ReadTopicSpec(fsys, clusterDir, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return engine.TopicSpec{}, nil
+		return desired.TopicSpec{}, nil
 	}
 	return spec, err
 }
 
 // owns reports whether spec is a live incarnation this resource declares.
-func (d Declaration) owns(spec engine.TopicSpec) bool {
+func (d Declaration) owns(spec desired.TopicSpec) bool {
 	return spec.ID != "" && !spec.Deleted && spec.ManagedBy == d.ManagedBy()
 }
 
 // changeEvents announces what EnsureTopic did, judged from the spec before
 // and after it.
-func (d Declaration) changeEvents(before, after engine.TopicSpec) []Event {
+func (d Declaration) changeEvents(before, after desired.TopicSpec) []Event {
 	switch {
 	case before.ID != after.ID:
 		return []Event{{Reason: EventCreated, Message: fmt.Sprintf("Created topic %s with %d partitions (topic ID %s).",
@@ -109,7 +109,7 @@ func describeConfigs(c map[string]string) string {
 // ensureFailed turns an EnsureTopic error into conditions. found is the
 // spec EnsureTopic returned with it (the existing one, for conflicts),
 // before the one read ahead of the call.
-func (d Declaration) ensureFailed(fsys volume.FS, clusterDir string, before, found engine.TopicSpec, err error) Result {
+func (d Declaration) ensureFailed(fsys volume.FS, clusterDir string, before, found desired.TopicSpec, err error) Result {
 	// What the status shows while failing: the incarnation this resource
 	// still owns, which keeps serving its last good spec.
 	var obs *Observed
@@ -127,21 +127,21 @@ func (d Declaration) ensureFailed(fsys volume.FS, clusterDir string, before, fou
 		obs = &Observed{TopicName: d.TopicName}
 	}
 	switch {
-	case errors.Is(err, engine.ErrTopicDeleting):
+	case errors.Is(err, desired.ErrTopicDeleting):
 		return d.waitingForDelete(obs, found)
-	case errors.Is(err, engine.ErrTopicManaged) && strings.HasPrefix(found.ManagedBy, d.resourcePrefix()):
+	case errors.Is(err, desired.ErrTopicManaged) && strings.HasPrefix(found.ManagedBy, d.resourcePrefix()):
 		return d.replaceStale(fsys, clusterDir, obs, found)
-	case errors.Is(err, engine.ErrTopicManaged):
+	case errors.Is(err, desired.ErrTopicManaged):
 		return d.failure(obs, ReasonTopicClaimed, fmt.Sprintf(
 			"Topic %s (topic ID %s) is declared by %s; a topic can be declared by one resource only.",
 			found.Name, found.ID, describeManagedBy(found.ManagedBy)), nil)
-	case errors.Is(err, engine.ErrTopicUnmanaged):
+	case errors.Is(err, desired.ErrTopicUnmanaged):
 		return d.failure(obs, ReasonTopicExists, fmt.Sprintf(
 			"Topic %s (topic ID %s) was created through the Kafka API; set the annotation kaas.io/adopt: \"true\" on this resource to take it over.",
 			found.Name, found.ID), nil)
-	case errors.Is(err, engine.ErrInvalidTopic), errors.Is(err, engine.ErrInvalidConfig):
+	case errors.Is(err, desired.ErrInvalidTopic), errors.Is(err, desired.ErrInvalidConfig):
 		return d.failure(obs, ReasonInvalidSpec, "The spec is not valid: "+err.Error()+".", nil)
-	case errors.Is(err, engine.ErrInvalidPartitions):
+	case errors.Is(err, desired.ErrInvalidPartitions):
 		return d.failure(obs, ReasonInvalidPartitions, "The partition count is not valid: "+err.Error()+".", nil)
 	}
 	return d.volumeError(obs, err)
@@ -166,7 +166,7 @@ func describeManagedBy(managedBy string) string {
 
 // waitingForDelete: the name's previous incarnation is being deleted; the
 // topic is created once it is gone.
-func (d Declaration) waitingForDelete(obs *Observed, old engine.TopicSpec) Result {
+func (d Declaration) waitingForDelete(obs *Observed, old desired.TopicSpec) Result {
 	msg := fmt.Sprintf("The previous incarnation of topic %s (topic ID %s) is being deleted; the topic is created once it is gone.",
 		old.Name, old.ID)
 	return Result{
@@ -183,8 +183,8 @@ func (d Declaration) waitingForDelete(obs *Observed, old engine.TopicSpec) Resul
 // replaceStale deletes an incarnation left by an earlier resource of the
 // same namespace and name (its finalizer was removed by force, so it never
 // deleted it): this resource is a new declaration and gets a new topic ID.
-func (d Declaration) replaceStale(fsys volume.FS, clusterDir string, obs *Observed, stale engine.TopicSpec) Result {
-	if _, err := engine.DeleteManagedTopic(fsys, clusterDir, stale.Name, stale.ID, stale.ManagedBy); err != nil {
+func (d Declaration) replaceStale(fsys volume.FS, clusterDir string, obs *Observed, stale desired.TopicSpec) Result {
+	if _, err := desired.DeleteManagedTopic(fsys, clusterDir, stale.Name, stale.ID, stale.ManagedBy); err != nil {
 		return d.volumeError(obs, fmt.Errorf("delete stale incarnation %s of topic %s: %w", stale.ID, stale.Name, err))
 	}
 	r := d.waitingForDelete(obs, stale)

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/faultfs"
 )
@@ -28,13 +28,13 @@ func TestEnsure(t *testing.T) {
 		topicID  string
 		serving  string
 		message  string // in the Failed (or else Ready) condition's message
-		specWant func(t *testing.T, s engine.TopicSpec)
+		specWant func(t *testing.T, s desired.TopicSpec)
 	}{
 		{
 			name:   "absent: created with a new topic ID, partitions pending",
 			want:   map[string]string{Ready: "False/Opening", Reconciling: "True/Applying", Failed: "False/None"},
 			events: []string{EventCreated}, requeue: RequeuePoll, topicID: "new", serving: "0/3",
-			specWant: func(t *testing.T, s engine.TopicSpec) {
+			specWant: func(t *testing.T, s desired.TopicSpec) {
 				if s.Partitions != 3 || s.ManagedBy != "kubernetes/ns/orders/u1" || s.Generation != 1 {
 					t.Errorf("spec %+v", s)
 				}
@@ -72,7 +72,7 @@ func TestEnsure(t *testing.T) {
 			},
 			want:   map[string]string{Ready: "False/Opening", Reconciling: "True/Applying", Failed: "False/None"},
 			events: []string{EventUpdated}, requeue: RequeuePoll, topicID: "id1", serving: "2/3",
-			specWant: func(t *testing.T, s engine.TopicSpec) {
+			specWant: func(t *testing.T, s desired.TopicSpec) {
 				if s.Partitions != 3 || s.Generation != 2 || s.ID != "id1" {
 					t.Errorf("spec %+v", s)
 				}
@@ -91,7 +91,7 @@ func TestEnsure(t *testing.T) {
 			change: func(d *Declaration) { d.Configs = map[string]string{"retention.ms": "1000"} },
 			want:   map[string]string{Ready: "True/Serving", Reconciling: "True/Applying", Failed: "False/None"},
 			events: []string{EventUpdated}, requeue: RequeuePoll, topicID: "id1", serving: "3/3",
-			specWant: func(t *testing.T, s engine.TopicSpec) {
+			specWant: func(t *testing.T, s desired.TopicSpec) {
 				if !maps.Equal(s.Configs, map[string]string{"retention.ms": "1000"}) || s.Generation != 2 {
 					t.Errorf("spec %+v", s)
 				}
@@ -100,12 +100,12 @@ func TestEnsure(t *testing.T) {
 		{
 			name: "created through Kafka, not adopted",
 			setup: func(t *testing.T, fsys volume.FS) {
-				writeSpec(t, fsys, engine.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1})
+				writeSpec(t, fsys, desired.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1})
 			},
 			want:   map[string]string{Ready: "False/Failed", Reconciling: "False/Failed", Failed: "True/TopicExists"},
 			events: []string{ReasonTopicExists}, requeue: RequeuePoll, topicID: "",
 			message: `set the annotation kaas.io/adopt: "true"`,
-			specWant: func(t *testing.T, s engine.TopicSpec) {
+			specWant: func(t *testing.T, s desired.TopicSpec) {
 				if s.ManagedBy != "" || s.Partitions != 1 {
 					t.Errorf("an unadopted topic was changed: %+v", s)
 				}
@@ -114,10 +114,10 @@ func TestEnsure(t *testing.T) {
 		{
 			name: "the same failure again is not announced again",
 			setup: func(t *testing.T, fsys volume.FS) {
-				writeSpec(t, fsys, engine.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1})
+				writeSpec(t, fsys, desired.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1})
 			},
 			change: func(d *Declaration) {
-				r := Ensure(newVolumeWith(t, engine.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1}), clusterDir, *d)
+				r := Ensure(newVolumeWith(t, desired.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1}), clusterDir, *d)
 				d.Conditions = r.Conditions
 			},
 			want:    map[string]string{Ready: "False/Failed", Reconciling: "False/Failed", Failed: "True/TopicExists"},
@@ -126,12 +126,12 @@ func TestEnsure(t *testing.T) {
 		{
 			name: "created through Kafka, adopted",
 			setup: func(t *testing.T, fsys volume.FS) {
-				writeSpec(t, fsys, engine.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1})
+				writeSpec(t, fsys, desired.TopicSpec{Name: "orders", ID: "k1", Partitions: 1, Generation: 1})
 			},
 			change: func(d *Declaration) { d.Adopt = true },
 			want:   map[string]string{Ready: "False/Opening", Reconciling: "True/Applying", Failed: "False/None"},
 			events: []string{EventAdopted}, requeue: RequeuePoll, topicID: "k1", serving: "0/3",
-			specWant: func(t *testing.T, s engine.TopicSpec) {
+			specWant: func(t *testing.T, s desired.TopicSpec) {
 				if s.ManagedBy != "kubernetes/ns/orders/u1" || s.Partitions != 3 || s.ID != "k1" {
 					t.Errorf("spec %+v", s)
 				}
@@ -140,7 +140,7 @@ func TestEnsure(t *testing.T) {
 		{
 			name: "declared by another resource",
 			setup: func(t *testing.T, fsys volume.FS) {
-				writeSpec(t, fsys, engine.TopicSpec{Name: "orders", ID: "o1", Partitions: 3, Generation: 1, ManagedBy: "kubernetes/other/orders/u9"})
+				writeSpec(t, fsys, desired.TopicSpec{Name: "orders", ID: "o1", Partitions: 3, Generation: 1, ManagedBy: "kubernetes/other/orders/u9"})
 			},
 			want:   map[string]string{Ready: "False/Failed", Reconciling: "False/Failed", Failed: "True/TopicClaimed"},
 			events: []string{ReasonTopicClaimed}, requeue: RequeuePoll, topicID: "",
@@ -149,11 +149,11 @@ func TestEnsure(t *testing.T) {
 		{
 			name: "left by an earlier resource of this name: deleted, to be created anew",
 			setup: func(t *testing.T, fsys volume.FS) {
-				writeSpec(t, fsys, engine.TopicSpec{Name: "orders", ID: "s1", Partitions: 3, Generation: 1, ManagedBy: "kubernetes/ns/orders/u0"})
+				writeSpec(t, fsys, desired.TopicSpec{Name: "orders", ID: "s1", Partitions: 3, Generation: 1, ManagedBy: "kubernetes/ns/orders/u0"})
 			},
 			want:   map[string]string{Ready: "False/Opening", Reconciling: "True/WaitingForDelete", Failed: "False/None"},
 			events: []string{EventReplaced}, requeue: RequeuePoll, topicID: "",
-			specWant: func(t *testing.T, s engine.TopicSpec) {
+			specWant: func(t *testing.T, s desired.TopicSpec) {
 				if !s.Deleted || s.ID != "s1" || s.ManagedBy != "kubernetes/ns/orders/u0" {
 					t.Errorf("the stale incarnation is not marked deleted: %+v", s)
 				}
@@ -162,7 +162,7 @@ func TestEnsure(t *testing.T) {
 		{
 			name: "the name's previous incarnation is being deleted",
 			setup: func(t *testing.T, fsys volume.FS) {
-				writeSpec(t, fsys, engine.TopicSpec{Name: "orders", ID: "d1", Partitions: 1, Generation: 2, Deleted: true})
+				writeSpec(t, fsys, desired.TopicSpec{Name: "orders", ID: "d1", Partitions: 1, Generation: 2, Deleted: true})
 			},
 			want:    map[string]string{Ready: "False/Opening", Reconciling: "True/WaitingForDelete", Failed: "False/None"},
 			requeue: RequeuePoll, topicID: "", message: "topic ID d1",
@@ -235,7 +235,7 @@ func TestEnsure(t *testing.T) {
 	}
 }
 
-func newVolumeWith(t *testing.T, spec engine.TopicSpec) volume.FS {
+func newVolumeWith(t *testing.T, spec desired.TopicSpec) volume.FS {
 	fsys := newVolume(t)
 	writeSpec(t, fsys, spec)
 	return fsys
@@ -243,7 +243,7 @@ func newVolumeWith(t *testing.T, spec engine.TopicSpec) volume.FS {
 
 // checkObserved checks the status's topic fields: topicID "keep" means
 // none are set, "new" a fresh ID (the one on the volume).
-func checkObserved(t *testing.T, r Result, topicID, serving string, onVolume engine.TopicSpec) {
+func checkObserved(t *testing.T, r Result, topicID, serving string, onVolume desired.TopicSpec) {
 	t.Helper()
 	if topicID == "keep" {
 		if r.Observed != nil {

@@ -4,7 +4,7 @@ import (
 	"path"
 	"testing"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/memfs"
@@ -27,14 +27,14 @@ func decl() Declaration {
 	return Declaration{Namespace: "ns", Name: "orders", UID: "u1", TopicName: "orders", Partitions: 3}
 }
 
-func writeSpec(t *testing.T, fsys volume.FS, spec engine.TopicSpec) {
+func writeSpec(t *testing.T, fsys volume.FS, spec desired.TopicSpec) {
 	t.Helper()
-	if err := engine.WriteTopicSpec(fsys, clusterDir, spec); err != nil {
+	if err := desired.WriteTopicSpec(fsys, clusterDir, spec); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func readSpecT(t *testing.T, fsys volume.FS, name string) engine.TopicSpec {
+func readSpecT(t *testing.T, fsys volume.FS, name string) desired.TopicSpec {
 	t.Helper()
 	s, err := readSpec(fsys, clusterDir, name)
 	if err != nil {
@@ -44,8 +44,8 @@ func readSpecT(t *testing.T, fsys volume.FS, name string) engine.TopicSpec {
 }
 
 // ours is a spec of the default declaration.
-func ours(id string, partitions int32) engine.TopicSpec {
-	return engine.TopicSpec{Name: "orders", ID: id, Partitions: partitions, Generation: 1, ManagedBy: decl().ManagedBy()}
+func ours(id string, partitions int32) desired.TopicSpec {
+	return desired.TopicSpec{Name: "orders", ID: id, Partitions: partitions, Generation: 1, ManagedBy: decl().ManagedBy()}
 }
 
 // record writes a partition-open record.

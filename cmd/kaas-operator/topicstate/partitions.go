@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -23,7 +23,7 @@ type progress struct {
 // loadProgress reads the partition-open record of each partition of spec.
 // Only records of spec's topic ID count: a record of an earlier
 // incarnation of the name says nothing about this one.
-func loadProgress(fsys volume.FS, clusterDir string, spec engine.TopicSpec) (progress, error) {
+func loadProgress(fsys volume.FS, clusterDir string, spec desired.TopicSpec) (progress, error) {
 	p := progress{all: make([]Partition, 0, spec.Partitions)}
 	for i := int32(0); i < spec.Partitions; i++ {
 		rec, err := states.Load(fsys, clusterDir, states.PartitionOpen.Kind, states.PartitionObject(spec.Name, i))
@@ -45,7 +45,7 @@ func loadProgress(fsys volume.FS, clusterDir string, spec engine.TopicSpec) (pro
 func (p progress) allServing() bool { return p.serving == len(p.all) && len(p.all) > 0 }
 
 // observed is the status of incarnation spec with this progress.
-func (p progress) observed(spec engine.TopicSpec) *Observed {
+func (p progress) observed(spec desired.TopicSpec) *Observed {
 	listed := p.all
 	if len(listed) > MaxListedPartitions {
 		listed = nil

@@ -1,6 +1,6 @@
 // Package topicstate decides what kaas-operator does for one Topic
 // resource and what its status says, in plain types: it drives the volume
-// through engine.EnsureTopic and engine.DeleteManagedTopic and reads the
+// through desired.EnsureTopic and desired.DeleteManagedTopic and reads the
 // partition-open and topic-delete records, but knows nothing of
 // Kubernetes. The controller package translates to and from the API
 // objects.

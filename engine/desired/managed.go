@@ -1,4 +1,4 @@
-package engine
+package desired
 
 import (
 	"errors"
@@ -58,7 +58,7 @@ func EnsureTopic(fsys volume.FS, clusterDir string, want ManagedTopic) (TopicSpe
 	if want.ManagedBy == "" {
 		return TopicSpec{}, errors.New("EnsureTopic needs ManagedBy")
 	}
-	if err := validateTopic(want.Name, want.Partitions, want.Configs); err != nil {
+	if err := ValidateTopic(want.Name, want.Partitions, want.Configs); err != nil {
 		return TopicSpec{}, err
 	}
 	configs := maps.Clone(want.Configs)
@@ -122,7 +122,7 @@ func createTopicsDir(fsys volume.FS, clusterDir string, createErr error) error {
 	if _, err := fsys.Stat(clusterDir); err != nil {
 		return createErr
 	}
-	if err := volume.MkdirAllSync(fsys, path.Join(clusterDir, topicsDesiredDir)); err != nil {
+	if err := volume.MkdirAllSync(fsys, path.Join(clusterDir, SpecsDir)); err != nil {
 		return fmt.Errorf("prepare desired topics: %w", err)
 	}
 	return nil

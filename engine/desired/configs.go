@@ -1,14 +1,10 @@
-package engine
+package desired
 
 import (
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/kaas-dev/kaas/engine/groups"
-	"github.com/kaas-dev/kaas/engine/txns"
 )
 
 // ConfigType is a config's type as DescribeConfigs v3+ reports it (Kafka's
@@ -200,8 +196,8 @@ func LookupTopicConfig(name string) (TopicConfig, bool) {
 	return c, ok
 }
 
-// validateTopicConfigKey checks that kaas knows a topic config key.
-func validateTopicConfigKey(k string) error {
+// ValidateTopicConfigKey checks that kaas knows a topic config key.
+func ValidateTopicConfigKey(k string) error {
 	if _, ok := topicConfigs[k]; ok {
 		return nil
 	}
@@ -219,7 +215,7 @@ func ValidateTopicConfigs(configs map[string]string) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if err := validateTopicConfigKey(k); err != nil {
+		if err := ValidateTopicConfigKey(k); err != nil {
 			return err
 		}
 		if c := topicConfigs[k]; c.Check != nil {
@@ -239,7 +235,8 @@ func (s TopicSpec) ConfigValue(key string) string {
 	return topicConfigs[key].Default
 }
 
-func (s TopicSpec) configInt(key string) int64 {
+// ConfigInt returns a numeric config of the topic (0 when it does not parse).
+func (s TopicSpec) ConfigInt(key string) int64 {
 	n, _ := strconv.ParseInt(s.ConfigValue(key), 10, 64)
 	return n
 }
@@ -302,123 +299,4 @@ func TopicConfigEntries(spec TopicSpec) []ConfigEntry {
 		out = append(out, e)
 	}
 	return out
-}
-
-// brokerConfig is one broker config DescribeConfigs reports: a Kafka name
-// for something a kaas broker really does, its value here and kaas's
-// default (the broker flag's default).
-type brokerConfig struct {
-	name, value, def string
-	typ              ConfigType
-	doc              string
-	// always: the value is this broker's own (identity, paths), reported
-	// as a static broker config even when it equals the default.
-	always bool
-}
-
-func msString(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
-// brokerConfigs lists the broker configs of this broker's engine, by name.
-func (e *Engine) brokerConfigs() []brokerConfig {
-	cfg := e.cfg
-	g, tx := cfg.Groups, cfg.Txns
-	delay := orDefault(g.InitialRebalanceDelay, groups.DefaultInitialRebalanceDelay)
-	if delay < 0 {
-		delay = 0
-	}
-	maxGroup := g.MaxGroupSize
-	if maxGroup == 0 {
-		maxGroup = groups.DefaultMaxGroupSize
-	}
-	id := strconv.Itoa(int(cfg.BrokerID))
-	out := []brokerConfig{
-		{name: "broker.id", value: id, def: "0", typ: ConfigTypeInt, always: true,
-			doc: "The broker's ID (kaas-broker --id)."},
-		{name: "node.id", value: id, def: "0", typ: ConfigTypeInt, always: true,
-			doc: "The broker's ID (kaas-broker --id); the same as broker.id."},
-		{name: "log.dirs", value: cfg.DataDir, def: "./kaas-data", typ: ConfigTypeList, always: true,
-			doc: "The data directory on the shared volume holding every partition (kaas-broker --data)."},
-		{name: "auto.create.topics.enable", value: strconv.FormatBool(cfg.AutoCreateTopics), def: "true", typ: ConfigTypeBoolean,
-			doc: "Whether Metadata and Produce create unknown topics (kaas-broker --auto-create-topics)."},
-		{name: "num.partitions", value: strconv.Itoa(int(cfg.DefaultPartitions)), def: "1", typ: ConfigTypeInt,
-			doc: "The partitions of auto-created topics, and of topics created with -1 (kaas-broker --default-partitions)."},
-		{name: "default.replication.factor", value: "1", def: "1", typ: ConfigTypeInt,
-			doc: "kaas keeps one copy of each partition on the shared volume, whose own redundancy makes it durable."},
-		{name: "transaction.max.timeout.ms", value: msString(orDefault(tx.MaxTimeout, txns.DefaultMaxTimeout)), def: msString(txns.DefaultMaxTimeout), typ: ConfigTypeInt,
-			doc: "The longest transaction timeout a producer may ask for (kaas-broker --transaction-max-timeout)."},
-		{name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", value: msString(orDefault(tx.AbortCheck, txns.DefaultAbortCheck)), def: msString(txns.DefaultAbortCheck), typ: ConfigTypeInt,
-			doc: "How often timed-out transactions are looked for and aborted (kaas-broker --transaction-abort-check-interval)."},
-		{name: "transactional.id.expiration.ms", value: msString(orDefault(tx.IDExpiration, txns.DefaultIDExpiration)), def: msString(txns.DefaultIDExpiration), typ: ConfigTypeInt,
-			doc: "How long a transactional ID with no transaction is kept (kaas-broker --transactional-id-expiration)."},
-		{name: "group.initial.rebalance.delay.ms", value: msString(delay), def: msString(groups.DefaultInitialRebalanceDelay), typ: ConfigTypeInt,
-			doc: "How long a new group waits for more members before its first rebalance (kaas-broker --group-initial-rebalance-delay)."},
-		{name: "group.min.session.timeout.ms", value: msString(orDefault(g.MinSessionTimeout, groups.DefaultMinSessionTimeout)), def: msString(groups.DefaultMinSessionTimeout), typ: ConfigTypeInt,
-			doc: "The shortest session timeout a group member may ask for (kaas-broker --group-min-session-timeout)."},
-		{name: "group.max.session.timeout.ms", value: msString(orDefault(g.MaxSessionTimeout, groups.DefaultMaxSessionTimeout)), def: msString(groups.DefaultMaxSessionTimeout), typ: ConfigTypeInt,
-			doc: "The longest session timeout a group member may ask for (kaas-broker --group-max-session-timeout)."},
-		{name: "group.max.size", value: strconv.Itoa(maxGroup), def: strconv.Itoa(groups.DefaultMaxGroupSize), typ: ConfigTypeInt,
-			doc: "The most members a group may have (kaas-broker --group-max-size)."},
-		{name: "offsets.retention.minutes", value: strconv.FormatInt(int64(orDefault(g.OffsetsRetention, groups.DefaultOffsetsRetention)/time.Minute), 10),
-			def: strconv.FormatInt(int64(groups.DefaultOffsetsRetention/time.Minute), 10), typ: ConfigTypeInt,
-			doc: "How long the committed offsets of an empty group are kept (kaas-broker --offsets-retention)."},
-		{name: "offsets.retention.check.interval.ms", value: msString(orDefault(g.RetentionCheck, groups.DefaultRetentionCheck)), def: msString(groups.DefaultRetentionCheck), typ: ConfigTypeLong,
-			doc: "How often expired committed offsets are looked for (kaas-broker --offsets-retention-check-interval)."},
-	}
-	if cfg.RetentionCheckInterval > 0 { // New fills in the default
-		out = append(out, brokerConfig{name: "log.retention.check.interval.ms", value: msString(cfg.RetentionCheckInterval), def: msString(DefaultRetentionCheckInterval), typ: ConfigTypeLong,
-			doc: "How often the partitions a broker serves are checked for segments that retention.ms or retention.bytes expire."})
-	}
-	if cfg.ProducerIDExpiration > 0 {
-		out = append(out, brokerConfig{name: "producer.id.expiration.ms", value: msString(cfg.ProducerIDExpiration), def: msString(24 * time.Hour), typ: ConfigTypeInt,
-			doc: "How long an idle producer's state is kept by a partition (kaas-broker --producer-id-expiration)."})
-	}
-	if cfg.Zone != "" {
-		out = append(out, brokerConfig{name: "broker.rack", value: cfg.Zone, typ: ConfigTypeString, always: true,
-			doc: "The broker's zone, advertised as its rack (kaas-broker --zone)."})
-	}
-	// The broker-level defaults of the topic configs.
-	for _, name := range TopicConfigNames() {
-		c := topicConfigs[name]
-		out = append(out, brokerConfig{name: c.Synonym, value: c.Default, def: c.Default, typ: c.Type,
-			doc: "The default of the topic config " + name + ". " + c.Doc})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
-}
-
-// BrokerConfigEntries describes this broker's configs, sorted by name. kaas
-// brokers are configured by flags at start: every entry is read-only, a
-// static broker config where a flag set it (or it is the broker's own
-// identity), else the default.
-func (e *Engine) BrokerConfigEntries() []ConfigEntry {
-	var out []ConfigEntry
-	for _, c := range e.brokerConfigs() {
-		ce := ConfigEntry{Name: c.name, Value: c.value, Source: SourceDefault, ReadOnly: true, Type: c.typ, Doc: c.doc}
-		if c.always || c.value != c.def {
-			ce.Source = SourceStaticBroker
-			ce.Synonyms = append(ce.Synonyms, ConfigSynonym{Name: c.name, Value: c.value, Source: SourceStaticBroker})
-		}
-		if !c.always {
-			ce.Synonyms = append(ce.Synonyms, ConfigSynonym{Name: c.name, Value: c.def, Source: SourceDefault})
-		}
-		out = append(out, ce)
-	}
-	return out
-}
-
-// IsBrokerConfig reports whether name is a broker config kaas describes.
-func (e *Engine) IsBrokerConfig(name string) bool {
-	for _, c := range e.brokerConfigs() {
-		if c.name == name {
-			return true
-		}
-	}
-	return false
 }

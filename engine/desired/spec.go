@@ -1,4 +1,4 @@
-package engine
+package desired
 
 import (
 	"encoding/json"
@@ -31,10 +31,13 @@ type TopicSpec struct {
 	ManagedBy string `json:"managedBy,omitempty"`
 }
 
-const topicsDesiredDir = "topics"
+// SpecsDir is the directory under the cluster directory that holds one
+// desired-state file per topic.
+const SpecsDir = "topics"
 
-func desiredPath(clusterDir, name string) string {
-	return path.Join(clusterDir, topicsDesiredDir, name+".json")
+// SpecPath is the desired-state file of the topic name.
+func SpecPath(clusterDir, name string) string {
+	return path.Join(clusterDir, SpecsDir, name+".json")
 }
 
 // WriteTopicSpec stores a spec atomically.
@@ -43,7 +46,7 @@ func WriteTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
 	if err != nil {
 		return fmt.Errorf("encode topic %s: %w", spec.Name, err)
 	}
-	if err := volume.WriteFileAtomic(fsys, desiredPath(clusterDir, spec.Name), b); err != nil {
+	if err := volume.WriteFileAtomic(fsys, SpecPath(clusterDir, spec.Name), b); err != nil {
 		return fmt.Errorf("write desired topic %s: %w", spec.Name, err)
 	}
 	return nil
@@ -57,7 +60,7 @@ func CreateTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
 	if err != nil {
 		return fmt.Errorf("encode topic %s: %w", spec.Name, err)
 	}
-	if err := volume.CreateExclusiveFile(fsys, desiredPath(clusterDir, spec.Name), b); err != nil {
+	if err := volume.CreateExclusiveFile(fsys, SpecPath(clusterDir, spec.Name), b); err != nil {
 		return fmt.Errorf("create desired topic %s: %w", spec.Name, err)
 	}
 	return nil
@@ -65,7 +68,7 @@ func CreateTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
 
 // ReadTopicSpec reads one spec; absent is fs.ErrNotExist.
 func ReadTopicSpec(fsys volume.FS, clusterDir, name string) (TopicSpec, error) {
-	b, err := volume.ReadFile(fsys, desiredPath(clusterDir, name))
+	b, err := volume.ReadFile(fsys, SpecPath(clusterDir, name))
 	if err != nil {
 		return TopicSpec{}, err
 	}
@@ -88,7 +91,7 @@ func RemoveTopicSpec(fsys volume.FS, clusterDir, name, topicID string) error {
 	if s.ID != topicID {
 		return nil // a new incarnation owns the name now
 	}
-	p := desiredPath(clusterDir, name)
+	p := SpecPath(clusterDir, name)
 	if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove desired topic %s: %w", name, err)
 	}
@@ -97,7 +100,7 @@ func RemoveTopicSpec(fsys volume.FS, clusterDir, name, topicID string) error {
 
 // ListTopicSpecs reads every spec, sorted by name.
 func ListTopicSpecs(fsys volume.FS, clusterDir string) ([]TopicSpec, error) {
-	dir := path.Join(clusterDir, topicsDesiredDir)
+	dir := path.Join(clusterDir, SpecsDir)
 	ents, err := fsys.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -131,6 +134,10 @@ func ListTopicSpecs(fsys volume.FS, clusterDir string) ([]TopicSpec, error) {
 // available; auto-creating them would make ordinary topics of them.)
 var reservedTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
 
+// IsReservedTopic reports whether name belongs to Kafka's internal topics,
+// which clients cannot create.
+func IsReservedTopic(name string) bool { return reservedTopics[name] }
+
 // ValidTopicName applies Kafka's rules: 1-249 characters of [a-zA-Z0-9._-],
 // not "." or "..", and not one of Kafka's internal topics.
 func ValidTopicName(name string) error {
@@ -155,10 +162,10 @@ func ValidTopicName(name string) error {
 	return nil
 }
 
-// validateTopic checks what a new or declared topic asks for: its name,
+// ValidateTopic checks what a new or declared topic asks for: its name,
 // its partition count (1 to MaxPartitions) and its configs, with the
 // errors the front end maps to Kafka codes.
-func validateTopic(name string, partitions int32, configs map[string]string) error {
+func ValidateTopic(name string, partitions int32, configs map[string]string) error {
 	if err := ValidTopicName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidTopic, err)
 	}
