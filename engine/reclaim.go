@@ -38,9 +38,6 @@ import (
 // fence (ErrFenced) or its own, at an epoch above every epoch the old
 // incarnation had (cluster.Assignment.MaxLeaderEpoch).
 
-// trashKey is the reconcile key of the trash sweep.
-const trashKey = "trash"
-
 // reclaimStale is the controller's half of a partition open: it makes sure
 // the topic directory is not stamped by another incarnation than spec's
 // before the partitions are opened, driving directory-reclaim when it is,
@@ -221,10 +218,11 @@ func (e *Engine) machineRunningFor(entry, id string) (topic string, running bool
 }
 
 // stampWaitHint is the error of a partition open that met another
-// incarnation's stamp on a broker that is not the controller.
+// incarnation's stamp on a broker that is not the controller: a wait for
+// the controller's directory-reclaim, not a failure of the reconcile.
 func stampWaitHint(err error) error {
 	if errors.Is(err, states.ErrStampMismatch) {
-		return fmt.Errorf("%w (waiting for the controller's directory-reclaim)", err)
+		return WaitingOn(fmt.Errorf("%w (waiting for the controller's directory-reclaim)", err))
 	}
 	return err
 }
