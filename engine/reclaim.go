@@ -76,7 +76,7 @@ func (e *Engine) reclaimStale(ctx context.Context, spec TopicSpec) error {
 	}
 	rec = &states.Record{Kind: def.Kind, Object: spec.Name, Desired: def.End, State: def.Initial,
 		TopicID: st.TopicID, Since: e.cfg.Now().UTC(), Owner: e.owner}
-	e.log.Info("topic directory belongs to a previous incarnation: reclaiming it",
+	e.passLog(ctx).Info("topic directory belongs to a previous incarnation: reclaiming it",
 		"topic", spec.Name, "oldTopicID", st.TopicID, "topicID", spec.ID)
 	return e.driveReclaim(ctx, spec, rec)
 }
@@ -99,11 +99,14 @@ func (e *Engine) driveReclaim(ctx context.Context, spec TopicSpec, rec *states.R
 		if err := e.dropTopic(spec.Name, oldID); err != nil {
 			return err
 		}
+		// Waits, not failures: the controller moves the assignment, and
+		// the other brokers drop the old handles when they see the new
+		// desired state. (The machine's record still counts the attempt.)
 		if e.assigned(oldID) {
-			return fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID)
+			return WaitingOn(fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID))
 		}
 		if b := e.openAnywhere(spec.Name, oldID); b >= 0 {
-			return fmt.Errorf("release %s: broker %d still holds partitions of the old topic ID %s open", spec.Name, b, oldID)
+			return WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions of the old topic ID %s open", spec.Name, b, oldID))
 		}
 		return nil
 	}
@@ -111,7 +114,7 @@ func (e *Engine) driveReclaim(ctx context.Context, spec TopicSpec, rec *states.R
 	if err := states.Drive(ctx, states.DirectoryReclaim, rec, acts, e.save, e.cfg.Now); err != nil {
 		return err
 	}
-	e.log.Info("topic directory reclaimed", "topic", spec.Name, "oldTopicID", oldID, "topicID", spec.ID)
+	e.passLog(ctx).Info("topic directory reclaimed", "topic", spec.Name, "oldTopicID", oldID, "topicID", spec.ID)
 	return nil
 }
 
@@ -171,7 +174,7 @@ func (e *Engine) sweepTrash(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("trash sweep: %w", err))
 			continue
 		}
-		e.log.Info("trash sweep removed a leftover incarnation", "entry", ent.Name(), "topic", topic, "topicID", id)
+		e.passLog(ctx).Info("trash sweep removed a leftover incarnation", "entry", ent.Name(), "topic", topic, "topicID", id)
 	}
 	return errors.Join(errs...)
 }

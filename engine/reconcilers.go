@@ -62,3 +62,12 @@ func (e *Engine) work(ctx context.Context) {
 		}
 	}
 }
+
+// passLog is the logger of the pass ctx belongs to, or the engine's when
+// ctx is not a pass's (a direct call, a test).
+func (e *Engine) passLog(ctx context.Context) logr.Logger {
+	if log, err := logr.FromContext(ctx); err == nil {
+		return log
+	}
+	return e.log
+}

@@ -74,7 +74,7 @@ func TestWorkLogsAndDispatch(t *testing.T) {
 	e.dispatch = map[Kind]ReconcileFunc{
 		KindTopic: func(ctx context.Context, key Key) (Result, error) {
 			// The pass's logger comes with the context.
-			logr.FromContextOrDiscard(ctx).Info("pass")
+			e.passLog(ctx).Info("pass")
 			switch key.Name {
 			case "waits":
 				return Result{}, Waiting("the controller's reclaim")
@@ -126,5 +126,14 @@ func TestWorkLogsAndDispatch(t *testing.T) {
 	}
 	if st, _ := e.queue.Status(topicKey("waits")); st.Outcome != OutcomeWaiting || st.Attempts != 0 || st.Reason != "the controller's reclaim" {
 		t.Errorf("waits status %+v", st)
+	}
+
+	// Outside a pass, the engine's own logger.
+	e.passLog(context.Background()).Info("outside", "name", "outside")
+	logs.mu.Lock()
+	last := logs.lines[len(logs.lines)-1]
+	logs.mu.Unlock()
+	if last["msg"] != "outside" || last["reconcileID"] != nil {
+		t.Errorf("passLog outside a pass: %v", last)
 	}
 }
