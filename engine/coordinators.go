@@ -37,8 +37,6 @@ const GroupsTopicID = "__groups"
 // requests ("__groups/<shard>@__groups"); no topic is named "__groups/…".
 const groupsObject = "__groups"
 
-const groupsKey = "groups"
-
 var (
 	// ErrNotCoordinator: this broker does not own the group's shard; the
 	// client looks the coordinator up again.
@@ -244,11 +242,11 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 		}
 		if cur.epoch == epoch {
 			e.askReopen(key, GroupsTopicID, i, epoch)
-			return fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch)
+			return WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
 		}
 	}
 	if r, ok := e.pendingReopen(GroupsTopicID, groupsObject, i); ok && r.epoch == epoch {
-		return fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch)
+		return WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
 	}
 	obj := states.ShardObject(i)
 	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.CoordinatorOpen.Kind, obj)

@@ -125,8 +125,13 @@ type Engine struct {
 	cfg   Config
 	fsys  volume.FS
 	log   logr.Logger
-	queue *Queue
+	queue *Queue[Key]
 	pids  *ProducerIDs
+
+	// dispatch is the reconcilers' table (reconcilers.go); reconcileIDs
+	// numbers the passes for their loggers.
+	dispatch     map[Kind]ReconcileFunc
+	reconcileIDs atomic.Uint64
 
 	clusterID string
 	owner     string
@@ -240,7 +245,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg:      cfg,
 		fsys:     cfg.FS,
 		log:      cfg.Logger,
-		queue:    NewQueue(cfg.Now, 100*time.Millisecond, maxRetryDelay),
+		queue:    NewQueue[Key](cfg.Now, 100*time.Millisecond, maxRetryDelay),
 		pids:     NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
 		owner:    "broker-" + strconv.Itoa(int(cfg.BrokerID)),
 		topics:   map[string]*topic{},
@@ -255,6 +260,7 @@ func New(cfg Config) (*Engine, error) {
 		opening:     map[string]bool{},
 		openErrs:    map[string]openFailure{},
 	}
+	e.dispatch = e.reconcilers()
 	e.hb = cluster.NewHeartbeater(e.fsys, cfg.ClusterDir, cluster.Heartbeat{BrokerID: cfg.BrokerID,
 		KafkaAddr: cfg.KafkaAddr, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation,
 		MaxPartitions: int32(min(cfg.MaxPartitionsPerBroker, math.MaxInt32))})
@@ -327,8 +333,6 @@ func newClusterID() string {
 	u := uuid.New()
 	return strings.TrimRight(base64URL(u[:]), "=")
 }
-
-func topicKey(name string) string { return "topic/" + name }
 
 // ClusterID is the cluster's stable ID.
 func (e *Engine) ClusterID() string { return e.clusterID }
@@ -412,31 +416,8 @@ func (e *Engine) resync() {
 	e.mu.RUnlock()
 }
 
-func (e *Engine) work(ctx context.Context) {
-	for {
-		key, ok := e.queue.Get(ctx)
-		if !ok {
-			return
-		}
-		err := e.reconcile(ctx, key)
-		if err != nil && ctx.Err() == nil {
-			e.log.Error(err, "reconcile failed; retrying with backoff", "key", key, "failures", e.queue.Failures(key)+1)
-		}
-		e.queue.Done(key, err, 0)
-	}
-}
-
-func (e *Engine) reconcile(ctx context.Context, key string) error {
-	if key == groupsKey {
-		return e.reconcileGroups(ctx)
-	}
-	if key == trashKey {
-		return e.sweepTrash(ctx)
-	}
-	name, ok := strings.CutPrefix(key, "topic/")
-	if !ok {
-		return fmt.Errorf("unknown reconcile key %q", key)
-	}
+// reconcileTopic drives one topic toward its desired state (KindTopic).
+func (e *Engine) reconcileTopic(ctx context.Context, name string) error {
 	spec, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return e.dropTopic(name, "")

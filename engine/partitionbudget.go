@@ -138,7 +138,8 @@ func (e *Engine) stillOverBudget(key, what string) error {
 	if !ok || !f.overBudget {
 		return nil
 	}
-	return budgetFull(what, open, limit)
+	// Waiting for a slot, not failing: a close or a raised budget frees one.
+	return WaitingOn(budgetFull(what, open, limit))
 }
 
 // openFailure is why a partition assigned to this broker is not served.

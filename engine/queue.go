@@ -8,25 +8,42 @@ import (
 
 // Queue is the reconciler's work queue: keys, deduplicated, each handed to at
 // most one worker at a time, retried with exponential backoff after an error
-// (controller-runtime's workqueue semantics, in a few lines).
-type Queue struct {
+// (controller-runtime's workqueue semantics, in a few lines). Done takes a
+// pass's Result and error: a wait (WaitingError) backs off like a failure
+// but does not count as an attempt, a terminal error (TerminalError) is not
+// retried until the key is added again, and RequeueAfter is honoured.
+type Queue[K comparable] struct {
 	now        func() time.Time
 	baseDelay  time.Duration
 	maxDelay   time.Duration
 	mu         sync.Mutex
-	due        map[string]time.Time // waiting keys and when they are ready
-	processing map[string]bool
-	dirty      map[string]bool // added while processing: run again after
-	failures   map[string]int
-	wake       chan struct{}
+	due        map[K]time.Time // waiting keys and when they are ready
+	processing map[K]bool
+	dirty      map[K]bool // added while processing: run again after
+	// failures counts consecutive failed passes (the attempts shown);
+	// retries counts consecutive failed or waiting passes (the backoff).
+	failures map[K]int
+	retries  map[K]int
+	status   map[K]KeyStatus[K] // keys whose last pass did not succeed
+	wake     chan struct{}
+}
+
+// KeyStatus is how a key's last pass ended, when it did not succeed.
+type KeyStatus[K comparable] struct {
+	Key      K
+	Outcome  Outcome
+	Reason   string // the wait's reason, or the error
+	Attempts int    // consecutive failed passes
+	Since    time.Time
 }
 
 // NewQueue returns an empty queue.
-func NewQueue(now func() time.Time, baseDelay, maxDelay time.Duration) *Queue {
-	return &Queue{
+func NewQueue[K comparable](now func() time.Time, baseDelay, maxDelay time.Duration) *Queue[K] {
+	return &Queue[K]{
 		now: now, baseDelay: baseDelay, maxDelay: maxDelay,
-		due: map[string]time.Time{}, processing: map[string]bool{}, dirty: map[string]bool{},
-		failures: map[string]int{}, wake: make(chan struct{}, 1),
+		due: map[K]time.Time{}, processing: map[K]bool{}, dirty: map[K]bool{},
+		failures: map[K]int{}, retries: map[K]int{}, status: map[K]KeyStatus[K]{},
+		wake: make(chan struct{}, 1),
 	}
 }
 
@@ -43,16 +60,22 @@ func Backoff(n int, base, max time.Duration) time.Duration {
 }
 
 // Add makes key ready now.
-func (q *Queue) Add(key string) { q.AddAfter(key, 0) }
+func (q *Queue[K]) Add(key K) { q.AddAfter(key, 0) }
 
 // AddAfter makes key ready after d, or sooner if it is already due sooner.
-func (q *Queue) AddAfter(key string, d time.Duration) {
+// A key whose last pass ended terminally runs again: an add is a change.
+func (q *Queue[K]) AddAfter(key K, d time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.processing[key] {
 		q.dirty[key] = true
 		return
 	}
+	q.scheduleLocked(key, d)
+}
+
+// scheduleLocked makes key due after d unless it is due sooner already.
+func (q *Queue[K]) scheduleLocked(key K, d time.Duration) {
 	at := q.now().Add(d)
 	if cur, ok := q.due[key]; !ok || at.Before(cur) {
 		q.due[key] = at
@@ -60,7 +83,7 @@ func (q *Queue) AddAfter(key string, d time.Duration) {
 	q.signal()
 }
 
-func (q *Queue) signal() {
+func (q *Queue[K]) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -68,12 +91,12 @@ func (q *Queue) signal() {
 }
 
 // Get blocks until a key is ready or ctx ends.
-func (q *Queue) Get(ctx context.Context) (string, bool) {
+func (q *Queue[K]) Get(ctx context.Context) (K, bool) {
 	for {
 		q.mu.Lock()
 		now := q.now()
 		var (
-			next    string
+			next    K
 			nextAt  time.Time
 			found   bool
 			soonest time.Duration = -1
@@ -109,7 +132,8 @@ func (q *Queue) Get(ctx context.Context) (string, bool) {
 			if t != nil {
 				t.Stop()
 			}
-			return "", false
+			var zero K
+			return zero, false
 		case <-q.wake:
 		case <-timer:
 		}
@@ -119,41 +143,88 @@ func (q *Queue) Get(ctx context.Context) (string, bool) {
 	}
 }
 
-// Done finishes a key: after an error it is retried with backoff; after
-// success its failure count resets and it runs again only if re-added (or
-// after requeue, if positive).
-func (q *Queue) Done(key string, err error, requeue time.Duration) {
+// Done finishes a key's pass and returns how it ended:
+//   - success: failures reset; the key runs again only if re-added (at
+//     once if it was added during the pass) or after res.RequeueAfter;
+//   - waiting: retried after res.RequeueAfter if positive, else with the
+//     backoff; the failure count does not grow;
+//   - failed: the failure count grows; retried with the backoff;
+//   - terminal: counted once and not retried until the key is added
+//     again (an add during the pass counts, after the backoff).
+//
+// A key added during a pass that did not succeed still waits for its
+// backoff.
+func (q *Queue[K]) Done(key K, res Result, err error) Outcome {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.processing, key)
-	var delay time.Duration = -1
-	if err != nil {
-		q.failures[key]++
-		delay = Backoff(q.failures[key], q.baseDelay, q.maxDelay)
-	} else {
+	dirty := q.dirty[key]
+	delete(q.dirty, key)
+	out := outcomeOf(err)
+	if out == OutcomeOK {
 		delete(q.failures, key)
-		if requeue > 0 {
-			delay = requeue
+		delete(q.retries, key)
+		delete(q.status, key)
+		switch {
+		case dirty:
+			q.scheduleLocked(key, 0)
+		case res.RequeueAfter > 0:
+			q.scheduleLocked(key, res.RequeueAfter)
+		}
+		return out
+	}
+	q.retries[key]++
+	backoff := Backoff(q.retries[key], q.baseDelay, q.maxDelay)
+	reason := err.Error()
+	switch out {
+	case OutcomeWaiting:
+		reason = waitReason(err)
+		if res.RequeueAfter > 0 {
+			backoff = res.RequeueAfter
+		}
+		q.scheduleLocked(key, backoff)
+	case OutcomeFailed:
+		q.failures[key]++
+		q.scheduleLocked(key, backoff)
+	case OutcomeTerminal:
+		if prev, ok := q.status[key]; !ok || prev.Outcome != OutcomeTerminal || prev.Reason != reason {
+			q.failures[key]++ // once per terminal error, however often it is re-added
+		}
+		if dirty {
+			q.scheduleLocked(key, backoff)
 		}
 	}
-	if q.dirty[key] {
-		delete(q.dirty, key)
-		if err == nil {
-			delay = 0
-		}
+	since := q.now()
+	if prev, ok := q.status[key]; ok && prev.Outcome == out && prev.Reason == reason {
+		since = prev.Since
 	}
-	if delay >= 0 {
-		at := q.now().Add(delay)
-		if cur, ok := q.due[key]; !ok || at.Before(cur) {
-			q.due[key] = at
-		}
-		q.signal()
-	}
+	q.status[key] = KeyStatus[K]{Key: key, Outcome: out, Reason: reason, Attempts: q.failures[key], Since: since}
+	return out
 }
 
 // Failures is the current consecutive failure count of key.
-func (q *Queue) Failures(key string) int {
+func (q *Queue[K]) Failures(key K) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.failures[key]
+}
+
+// Status is the last outcome of key, and whether its last pass did not
+// succeed.
+func (q *Queue[K]) Status(key K) (KeyStatus[K], bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st, ok := q.status[key]
+	return st, ok
+}
+
+// Statuses lists the keys whose last pass did not succeed, in no order.
+func (q *Queue[K]) Statuses() []KeyStatus[K] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]KeyStatus[K], 0, len(q.status))
+	for _, st := range q.status {
+		out = append(out, st)
+	}
+	return out
 }

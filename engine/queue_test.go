@@ -50,7 +50,7 @@ func TestBackoff(t *testing.T) {
 
 // ready drains every key ready now, without blocking: Get with an already
 // cancelled context answers from the due map and never waits.
-func ready(q *Queue) []string {
+func ready(q *Queue[string]) []string {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out []string
@@ -79,7 +79,7 @@ func eq(a, b []string) bool {
 
 func TestQueueDedupAndOrder(t *testing.T) {
 	clk := newTestClock()
-	q := NewQueue(clk.Now, time.Second, time.Minute)
+	q := NewQueue[string](clk.Now, time.Second, time.Minute)
 	q.AddAfter("late", 2*time.Second)
 	q.Add("a")
 	q.Add("b")
@@ -111,7 +111,7 @@ func TestQueueAddAfterSoonestWins(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			clk := newTestClock()
-			q := NewQueue(clk.Now, time.Second, time.Minute)
+			q := NewQueue[string](clk.Now, time.Second, time.Minute)
 			for _, d := range c.adds {
 				q.AddAfter("k", d)
 			}
@@ -132,14 +132,14 @@ func TestQueueAddAfterSoonestWins(t *testing.T) {
 func TestQueueRetryWithBackoff(t *testing.T) {
 	clk := newTestClock()
 	base, max := 100*time.Millisecond, 400*time.Millisecond
-	q := NewQueue(clk.Now, base, max)
+	q := NewQueue[string](clk.Now, base, max)
 	boom := errors.New("boom")
 	q.Add("k")
 	for n := 1; n <= 5; n++ {
 		if got := ready(q); !eq(got, []string{"k"}) {
 			t.Fatalf("failure %d: ready = %v", n, got)
 		}
-		q.Done("k", boom, 0)
+		q.Done("k", Result{}, boom)
 		if q.Failures("k") != n {
 			t.Fatalf("Failures = %d, want %d", q.Failures("k"), n)
 		}
@@ -153,7 +153,7 @@ func TestQueueRetryWithBackoff(t *testing.T) {
 	if got := ready(q); !eq(got, []string{"k"}) {
 		t.Fatalf("ready = %v", got)
 	}
-	q.Done("k", nil, 0)
+	q.Done("k", Result{}, nil)
 	if q.Failures("k") != 0 {
 		t.Fatalf("success did not reset failures")
 	}
@@ -165,13 +165,13 @@ func TestQueueRetryWithBackoff(t *testing.T) {
 
 func TestQueueDoneRequeueAndDirty(t *testing.T) {
 	clk := newTestClock()
-	q := NewQueue(clk.Now, time.Second, time.Minute)
+	q := NewQueue[string](clk.Now, time.Second, time.Minute)
 	boom := errors.New("boom")
 
 	// Requeue after success.
 	q.Add("r")
 	ready(q)
-	q.Done("r", nil, 3*time.Second)
+	q.Done("r", Result{RequeueAfter: 3 * time.Second}, nil)
 	clk.Advance(3*time.Second - time.Millisecond)
 	if got := ready(q); len(got) != 0 {
 		t.Fatalf("requeued too early: %v", got)
@@ -180,7 +180,7 @@ func TestQueueDoneRequeueAndDirty(t *testing.T) {
 	if got := ready(q); !eq(got, []string{"r"}) {
 		t.Fatalf("requeue: %v", got)
 	}
-	q.Done("r", nil, 0)
+	q.Done("r", Result{}, nil)
 
 	// Added while processing: runs again right after a success...
 	q.Add("d")
@@ -189,13 +189,13 @@ func TestQueueDoneRequeueAndDirty(t *testing.T) {
 	if got := ready(q); len(got) != 0 {
 		t.Fatalf("a processing key was handed out twice: %v", got)
 	}
-	q.Done("d", nil, 0)
+	q.Done("d", Result{}, nil)
 	if got := ready(q); !eq(got, []string{"d"}) {
 		t.Fatalf("dirty key after success: %v", got)
 	}
 	// ...but after a failure it still waits for its backoff.
 	q.Add("d")
-	q.Done("d", boom, 0)
+	q.Done("d", Result{}, boom)
 	if got := ready(q); len(got) != 0 {
 		t.Fatalf("dirty key after failure skipped its backoff: %v", got)
 	}
@@ -206,7 +206,7 @@ func TestQueueDoneRequeueAndDirty(t *testing.T) {
 }
 
 func TestQueueGetWakesOnAdd(t *testing.T) {
-	q := NewQueue(newTestClock().Now, time.Second, time.Minute)
+	q := NewQueue[string](newTestClock().Now, time.Second, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // safety net
 	defer cancel()
 	got := make(chan string, 1)

@@ -39,9 +39,6 @@ import (
 // fence (ErrFenced) or its own, at an epoch above every epoch the old
 // incarnation had (cluster.Assignment.MaxLeaderEpoch).
 
-// trashKey is the reconcile key of the trash sweep.
-const trashKey = "trash"
-
 // reclaimStale is the controller's half of a partition open: it makes sure
 // the topic directory is not stamped by another incarnation than spec's
 // before the partitions are opened, driving directory-reclaim when it is,
@@ -80,7 +77,7 @@ func (e *Engine) reclaimStale(ctx context.Context, spec desired.TopicSpec) error
 	}
 	rec = &states.Record{Kind: def.Kind, Object: spec.Name, Desired: def.End, State: def.Initial,
 		TopicID: st.TopicID, Since: e.cfg.Now().UTC(), Owner: e.owner}
-	e.log.Info("topic directory belongs to a previous incarnation: reclaiming it",
+	e.passLog(ctx).Info("topic directory belongs to a previous incarnation: reclaiming it",
 		"topic", spec.Name, "oldTopicID", st.TopicID, "topicID", spec.ID)
 	return e.driveReclaim(ctx, spec, rec)
 }
@@ -103,11 +100,14 @@ func (e *Engine) driveReclaim(ctx context.Context, spec desired.TopicSpec, rec *
 		if err := e.dropTopic(spec.Name, oldID); err != nil {
 			return err
 		}
+		// Waits, not failures: the controller moves the assignment, and
+		// the other brokers drop the old handles when they see the new
+		// desired state. (The machine's record still counts the attempt.)
 		if e.assigned(oldID) {
-			return fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID)
+			return WaitingOn(fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID))
 		}
 		if b := e.openAnywhere(spec.Name, oldID); b >= 0 {
-			return fmt.Errorf("release %s: broker %d still holds partitions of the old topic ID %s open", spec.Name, b, oldID)
+			return WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions of the old topic ID %s open", spec.Name, b, oldID))
 		}
 		return nil
 	}
@@ -115,7 +115,7 @@ func (e *Engine) driveReclaim(ctx context.Context, spec desired.TopicSpec, rec *
 	if err := states.Drive(ctx, states.DirectoryReclaim, rec, acts, e.save, e.cfg.Now); err != nil {
 		return err
 	}
-	e.log.Info("topic directory reclaimed", "topic", spec.Name, "oldTopicID", oldID, "topicID", spec.ID)
+	e.passLog(ctx).Info("topic directory reclaimed", "topic", spec.Name, "oldTopicID", oldID, "topicID", spec.ID)
 	return nil
 }
 
@@ -175,7 +175,7 @@ func (e *Engine) sweepTrash(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("trash sweep: %w", err))
 			continue
 		}
-		e.log.Info("trash sweep removed a leftover incarnation", "entry", ent.Name(), "topic", topic, "topicID", id)
+		e.passLog(ctx).Info("trash sweep removed a leftover incarnation", "entry", ent.Name(), "topic", topic, "topicID", id)
 	}
 	return errors.Join(errs...)
 }
@@ -222,10 +222,11 @@ func (e *Engine) machineRunningFor(entry, id string) (topic string, running bool
 }
 
 // stampWaitHint is the error of a partition open that met another
-// incarnation's stamp on a broker that is not the controller.
+// incarnation's stamp on a broker that is not the controller: a wait for
+// the controller's directory-reclaim, not a failure of the reconcile.
 func stampWaitHint(err error) error {
 	if errors.Is(err, states.ErrStampMismatch) {
-		return fmt.Errorf("%w (waiting for the controller's directory-reclaim)", err)
+		return WaitingOn(fmt.Errorf("%w (waiting for the controller's directory-reclaim)", err))
 	}
 	return err
 }

@@ -296,12 +296,12 @@ func adminMux(eng *engine.Engine, srv *wire.Server) *http.ServeMux {
 		writeJSON(w, eng.Describe())
 	})
 	mux.HandleFunc("GET /reconcile-status", func(w http.ResponseWriter, r *http.Request) {
-		recs, err := eng.Status()
+		rows, err := eng.ReconcileStatus()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		writeJSON(w, recs)
+		writeJSON(w, rows)
 	})
 	return mux
 }

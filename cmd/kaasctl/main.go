@@ -24,14 +24,14 @@ import (
 
 	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/engine/desired"
-	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 )
 
 const usage = `kaasctl inspects a kaas cluster.
 
 Commands:
-  reconcile-status   every state machine: object, desired end state, state, attempts, last error
+  reconcile-status   every state machine: object, desired end state, state, attempts, outcome, last error;
+                     from a broker (--admin), also its reconcile keys that wait or fail
   topics [list]      topics and their partition counts
   topics describe T  one topic's partitions: leader epoch, log start/end offsets, size on disk
   brokers            brokers from their heartbeats: live (counter moving while kaasctl watches,
@@ -158,9 +158,9 @@ func printJSON(out io.Writer, v any) error {
 }
 
 func reconcileStatus(src source, out io.Writer) error {
-	var recs []states.Record
+	var rows []engine.StatusRow
 	if src.admin != "" {
-		if err := getJSON(strings.TrimRight(src.admin, "/")+"/reconcile-status", &recs); err != nil {
+		if err := getJSON(strings.TrimRight(src.admin, "/")+"/reconcile-status", &rows); err != nil {
 			return err
 		}
 	} else {
@@ -168,23 +168,37 @@ func reconcileStatus(src source, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if recs, err = engine.ReadStatus(volume.OS(), dir); err != nil {
+		if rows, err = engine.ReadStatusRows(volume.OS(), dir); err != nil {
 			return err
 		}
 	}
-	if recs == nil {
-		recs = []states.Record{}
+	if rows == nil {
+		rows = []engine.StatusRow{}
+	}
+	for i := range rows {
+		if rows[i].Outcome == "" { // a broker that does not name it
+			rows[i].Outcome = engine.RecordOutcome(rows[i].Record)
+		}
 	}
 	if src.output == "json" {
-		return printJSON(out, recs)
+		return printJSON(out, rows)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tOBJECT\tDESIRED\tSTATE\tATTEMPTS\tSINCE\tOWNER\tLAST ERROR")
-	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Kind, r.Object, r.Desired, r.State, r.Attempts,
-			r.Since.Format(time.RFC3339), r.Owner, r.LastError)
+	fmt.Fprintln(tw, "KIND\tOBJECT\tDESIRED\tSTATE\tATTEMPTS\tSINCE\tOWNER\tOUTCOME\tLAST ERROR")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Kind, r.Object, r.Desired, r.State, r.Attempts,
+			r.Since.Format(time.RFC3339), r.Owner, tableOutcome(r), r.LastError)
 	}
 	return tw.Flush()
+}
+
+// tableOutcome is a row's outcome without the error the LAST ERROR column
+// shows anyway: "failed (terminal)", "waiting: <reason>", "done".
+func tableOutcome(r engine.StatusRow) string {
+	if r.LastError != "" {
+		return strings.TrimSuffix(r.Outcome, ": "+r.LastError)
+	}
+	return r.Outcome
 }
 
 func topicsList(src source, out io.Writer) error {
