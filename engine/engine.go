@@ -651,21 +651,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 		}
 	}
 	key := openKey(spec.Name, index, spec.ID)
-	switch rec.State {
-	case "dir-ready":
-		// Observed, not remembered: a reclaim of another incarnation's
-		// directory may have moved it since (make-dir is idempotent).
-		rec.State = states.PartitionOpen.Initial
-	case "recovered", "serving":
-		rec.State = "stamped" // handles belong to a process; this one holds none
-	case "fenced":
-		e.clMu.RLock()
-		ours := e.fenced[key] == epoch
-		e.clMu.RUnlock()
-		if rec.Epoch != epoch || !ours {
-			rec.State = "stamped" // fenced for another epoch, or by another process
-		}
-	}
+	rec.State = states.PartitionOpen.Resume(rec.State, e.stillFenced(key, rec.Epoch, epoch))
 	rec.Owner = e.owner
 	e.clMu.Lock()
 	e.opening[key] = true

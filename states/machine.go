@@ -23,13 +23,18 @@ type Step struct {
 	From, Event, To string
 }
 
-// Definition is a machine's transition table. Steps form a single chain from
-// Initial to End; the chain is what crash sweeps enumerate.
+// Definition is the whole of a machine: its transition table and what each
+// persisted state means to a process that loads it. Steps form a single
+// chain from Initial to End; the chain is what crash sweeps enumerate.
 type Definition struct {
 	Kind    string
 	Initial string
 	End     string
 	Steps   []Step
+	// Resumes gives, for the states that do not simply hold when a record
+	// is loaded, where a process resumes instead (Resume). A state without
+	// a rule is kept.
+	Resumes map[string]ResumeRule
 }
 
 // Events is the looplab/fsm form of the table.
