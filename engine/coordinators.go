@@ -255,8 +255,7 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 		return err
 	}
 	if rec == nil {
-		rec = &states.Record{Kind: states.CoordinatorOpen.Kind, Object: obj, Desired: states.CoordinatorOpen.End,
-			State: states.CoordinatorOpen.Initial, Since: e.cfg.Now().UTC(), Owner: e.owner}
+		rec = states.CoordinatorOpen.NewRecord(obj, "", e.owner, e.cfg.Now())
 	}
 	rec.State = states.CoordinatorOpen.Resume(rec.State, e.stillFenced(key, rec.Epoch, epoch))
 	rec.Owner = e.owner

@@ -638,8 +638,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec TopicSpec, index, epoch int
 		return err
 	}
 	if rec == nil || rec.TopicID != spec.ID {
-		rec = &states.Record{Kind: states.PartitionOpen.Kind, Object: obj, Desired: states.PartitionOpen.End,
-			State: states.PartitionOpen.Initial, TopicID: spec.ID, Since: e.cfg.Now().UTC(), Owner: e.owner}
+		rec = states.PartitionOpen.NewRecord(obj, spec.ID, e.owner, e.cfg.Now())
 	}
 	if cur != nil {
 		// The log failed (fsync error or fenced): release it and recover
@@ -882,8 +881,7 @@ func (e *Engine) driveDelete(ctx context.Context, spec TopicSpec) error {
 		return err
 	}
 	if rec == nil || rec.TopicID != spec.ID {
-		rec = &states.Record{Kind: states.TopicDelete.Kind, Object: spec.Name, Desired: states.TopicDelete.End,
-			State: states.TopicDelete.Initial, TopicID: spec.ID, Since: e.cfg.Now().UTC(), Owner: e.owner}
+		rec = states.TopicDelete.NewRecord(spec.Name, spec.ID, e.owner, e.cfg.Now())
 	}
 	rec.Owner = e.owner
 	acts := states.TopicDeleteActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID,
