@@ -32,6 +32,7 @@ import (
 // name like groups/3 means the same shard for the life of the cluster.
 var CoordinatorOpen = Definition{
 	Kind:    "coordinator-open",
+	Summary: "Brings one group-coordinator shard to serving at the leader epoch assigned to this broker, taking it over from a previous owner.",
 	Initial: "pending",
 	End:     "serving",
 	Steps: []Step{

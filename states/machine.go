@@ -1,6 +1,8 @@
 // Package states holds kaas's named end states: every multi-step change to
 // the volume is a Definition (a looplab/fsm transition table with a named end
-// state) plus one idempotent action per step. Drive runs the action for the
+// state, and what each persisted state means to a process that loads it)
+// plus one idempotent action per step. `kaasctl machines` draws them all
+// (docs/machines.md). Drive runs the action for the
 // current state outside any fsm callback (the fsm names the one event legal
 // there), fires the event through the fsm, which refuses an illegal one,
 // persists the new state atomically, and goes on until the end state.
@@ -28,7 +30,9 @@ type Step struct {
 // persisted state means to a process that loads it. Steps form a single
 // chain from Initial to End; the chain is what crash sweeps enumerate.
 type Definition struct {
-	Kind    string
+	Kind string
+	// Summary says in one sentence what the machine brings about.
+	Summary string
 	Initial string
 	End     string
 	Steps   []Step

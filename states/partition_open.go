@@ -36,6 +36,7 @@ import (
 // observed again from `pending`. Resumes holds these rules.
 var PartitionOpen = Definition{
 	Kind:    "partition-open",
+	Summary: "Brings one partition to serving at the leader epoch assigned to this broker, taking it over from a previous writer.",
 	Initial: "pending",
 	End:     "serving",
 	Steps: []Step{
