@@ -254,20 +254,9 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 		return err
 	}
 	if rec == nil {
-		rec = &states.Record{Kind: states.CoordinatorOpen.Kind, Object: obj, Desired: states.CoordinatorOpen.End,
-			State: states.CoordinatorOpen.Initial, Since: e.cfg.Now().UTC(), Owner: e.owner}
+		rec = states.CoordinatorOpen.NewRecord(obj, "", e.owner, e.cfg.Now())
 	}
-	switch rec.State {
-	case "loaded", "serving":
-		rec.State = "dir-ready" // handles belong to a process; this one holds none
-	case "fenced":
-		e.clMu.RLock()
-		ours := e.fenced[key] == epoch
-		e.clMu.RUnlock()
-		if rec.Epoch != epoch || !ours {
-			rec.State = "dir-ready"
-		}
-	}
+	rec.State = states.CoordinatorOpen.Resume(rec.State, e.stillFenced(key, rec.Epoch, epoch))
 	rec.Owner = e.owner
 	dir := states.ShardDir(e.cfg.ClusterDir, i)
 	var opened *shard

@@ -601,14 +601,14 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 		if err := cur.close(); err != nil {
 			e.log.Error(err, "close failed partition", "topic", spec.Name, "partition", index)
 		}
-		return fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch)
+		return WaitingOn(fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch))
 	}
 	if cur == nil {
 		if err := e.stillOverBudget(openKey(spec.Name, index, spec.ID), fmt.Sprintf("%s/%d", spec.Name, index)); err != nil {
 			return err // recorded already: no volume I/O while it waits
 		}
 		if r, ok := e.pendingReopen(spec.ID, spec.Name, index); ok && r.epoch == epoch {
-			return fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch)
+			return WaitingOn(fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch))
 		}
 	}
 	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, obj)
@@ -616,8 +616,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 		return err
 	}
 	if rec == nil || rec.TopicID != spec.ID {
-		rec = &states.Record{Kind: states.PartitionOpen.Kind, Object: obj, Desired: states.PartitionOpen.End,
-			State: states.PartitionOpen.Initial, TopicID: spec.ID, Since: e.cfg.Now().UTC(), Owner: e.owner}
+		rec = states.PartitionOpen.NewRecord(obj, spec.ID, e.owner, e.cfg.Now())
 	}
 	if cur != nil {
 		// The log failed (fsync error or fenced): release it and recover
@@ -629,21 +628,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 		}
 	}
 	key := openKey(spec.Name, index, spec.ID)
-	switch rec.State {
-	case "dir-ready":
-		// Observed, not remembered: a reclaim of another incarnation's
-		// directory may have moved it since (make-dir is idempotent).
-		rec.State = states.PartitionOpen.Initial
-	case "recovered", "serving":
-		rec.State = "stamped" // handles belong to a process; this one holds none
-	case "fenced":
-		e.clMu.RLock()
-		ours := e.fenced[key] == epoch
-		e.clMu.RUnlock()
-		if rec.Epoch != epoch || !ours {
-			rec.State = "stamped" // fenced for another epoch, or by another process
-		}
-	}
+	rec.State = states.PartitionOpen.Resume(rec.State, e.stillFenced(key, rec.Epoch, epoch))
 	rec.Owner = e.owner
 	e.clMu.Lock()
 	e.opening[key] = true
@@ -874,8 +859,7 @@ func (e *Engine) driveDelete(ctx context.Context, spec desired.TopicSpec) error 
 		return err
 	}
 	if rec == nil || rec.TopicID != spec.ID {
-		rec = &states.Record{Kind: states.TopicDelete.Kind, Object: spec.Name, Desired: states.TopicDelete.End,
-			State: states.TopicDelete.Initial, TopicID: spec.ID, Since: e.cfg.Now().UTC(), Owner: e.owner}
+		rec = states.TopicDelete.NewRecord(spec.Name, spec.ID, e.owner, e.cfg.Now())
 	}
 	rec.Owner = e.owner
 	acts := states.TopicDeleteActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID,
@@ -886,10 +870,10 @@ func (e *Engine) driveDelete(ctx context.Context, spec desired.TopicSpec) error 
 				return err
 			}
 			if e.assigned(spec.ID) {
-				return fmt.Errorf("release %s: the assignment read still names topic ID %s", spec.Name, spec.ID)
+				return WaitingOn(fmt.Errorf("release %s: the assignment read still names topic ID %s", spec.Name, spec.ID))
 			}
 			if b := e.openElsewhere(spec.Name, spec.ID, spec.Partitions); b >= 0 {
-				return fmt.Errorf("release %s: broker %d still holds partitions open", spec.Name, b)
+				return WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions open", spec.Name, b))
 			}
 			for p := int32(0); p < spec.Partitions; p++ {
 				if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p)); err != nil {

@@ -75,8 +75,7 @@ func (e *Engine) reclaimStale(ctx context.Context, spec desired.TopicSpec) error
 	default:
 		return fmt.Errorf("topic %s: read stamp: %w", spec.Name, err)
 	}
-	rec = &states.Record{Kind: def.Kind, Object: spec.Name, Desired: def.End, State: def.Initial,
-		TopicID: st.TopicID, Since: e.cfg.Now().UTC(), Owner: e.owner}
+	rec = def.NewRecord(spec.Name, st.TopicID, e.owner, e.cfg.Now())
 	e.passLog(ctx).Info("topic directory belongs to a previous incarnation: reclaiming it",
 		"topic", spec.Name, "oldTopicID", st.TopicID, "topicID", spec.ID)
 	return e.driveReclaim(ctx, spec, rec)

@@ -27,10 +27,12 @@ import (
 // than the one assigned, or when another process fenced it. `loaded` and
 // `serving` describe handles held by a process: after a restart the engine
 // treats a record in either as `dir-ready`, since nothing is open any more.
+// Resumes holds these rules.
 // Shard directories carry no stamp: shards are fixed, never deleted, and a
 // name like groups/3 means the same shard for the life of the cluster.
 var CoordinatorOpen = Definition{
 	Kind:    "coordinator-open",
+	Summary: "Brings one group-coordinator shard to serving at the leader epoch assigned to this broker, taking it over from a previous owner.",
 	Initial: "pending",
 	End:     "serving",
 	Steps: []Step{
@@ -38,6 +40,11 @@ var CoordinatorOpen = Definition{
 		{From: "dir-ready", Event: "fence", To: "fenced"},
 		{From: "fenced", Event: "load", To: "loaded"},
 		{From: "loaded", Event: "serve", To: "serving"},
+	},
+	Resumes: map[string]ResumeRule{
+		"fenced":  {Means: Claimed, From: "dir-ready"},
+		"loaded":  {Means: HeldHandles, From: "dir-ready"},
+		"serving": {Means: HeldHandles, From: "dir-ready"},
 	},
 }
 

@@ -34,6 +34,7 @@ import (
 // for topic-delete); a partition owner that meets the old stamp waits.
 var DirectoryReclaim = Definition{
 	Kind:    "directory-reclaim",
+	Summary: "Clears a topic name for the incarnation now desired when its directory is still stamped by a previous one.",
 	Initial: "requested",
 	End:     "reclaimed",
 	Steps: []Step{

@@ -1,8 +1,11 @@
 // Package states holds kaas's named end states: every multi-step change to
 // the volume is a Definition (a looplab/fsm transition table with a named end
-// state) plus one idempotent action per step. Drive runs the action for the
-// current state outside any fsm callback, asks the fsm whether the edge is
-// legal, persists the new state atomically, and goes on until the end state.
+// state, and what each persisted state means to a process that loads it)
+// plus one idempotent action per step. `kaasctl machines` draws them all
+// (docs/machines.md). Drive runs the action for the
+// current state outside any fsm callback (the fsm names the one event legal
+// there), fires the event through the fsm, which refuses an illegal one,
+// persists the new state atomically, and goes on until the end state.
 //
 // A crash between an action and the persist re-runs the action on the next
 // pass, so every action must be idempotent: "already done" is success.
@@ -23,13 +26,20 @@ type Step struct {
 	From, Event, To string
 }
 
-// Definition is a machine's transition table. Steps form a single chain from
-// Initial to End; the chain is what crash sweeps enumerate.
+// Definition is the whole of a machine: its transition table and what each
+// persisted state means to a process that loads it. Steps form a single
+// chain from Initial to End; the chain is what crash sweeps enumerate.
 type Definition struct {
-	Kind    string
+	Kind string
+	// Summary says in one sentence what the machine brings about.
+	Summary string
 	Initial string
 	End     string
 	Steps   []Step
+	// Resumes gives, for the states that do not simply hold when a record
+	// is loaded, where a process resumes instead (Resume). A state without
+	// a rule is kept.
+	Resumes map[string]ResumeRule
 }
 
 // Events is the looplab/fsm form of the table.
@@ -91,43 +101,36 @@ func Drive(ctx context.Context, def Definition, rec *Record, acts Actions, save 
 	if !def.Known(rec.State) {
 		return fmt.Errorf("%s %s: %w: unknown state %q", def.Kind, rec.Object, ErrIllegalTransition, rec.State)
 	}
-	machine := fsm.NewFSM(rec.State, def.Events(), nil)
+	machine := def.guard(rec.State)
 	for rec.State != def.End {
-		step, ok := def.StepFrom(rec.State)
-		if !ok {
-			return fmt.Errorf("%s %s: %w: no step leaves %q", def.Kind, rec.Object, ErrIllegalTransition, rec.State)
+		event, err := machine.next()
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", def.Kind, rec.Object, err)
 		}
-		act := acts[step.Event]
+		act := acts[event]
 		if act == nil {
-			return fmt.Errorf("%s %s: %w: no action for %q", def.Kind, rec.Object, ErrIllegalTransition, step.Event)
+			return fmt.Errorf("%s %s: %w: no action for %q", def.Kind, rec.Object, ErrIllegalTransition, event)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := act(ctx); err != nil {
 			rec.Attempts++
-			rec.LastError = fmt.Sprintf("%s: %v", step.Event, err)
+			rec.LastError = fmt.Sprintf("%s: %v", event, err)
 			if serr := save(rec); serr != nil {
 				err = errors.Join(err, fmt.Errorf("save status: %w", serr))
 			}
-			return fmt.Errorf("%s %s: step %s: %w", def.Kind, rec.Object, step.Event, err)
+			return fmt.Errorf("%s %s: step %s: %w", def.Kind, rec.Object, event, err)
 		}
-		machine.SetState(rec.State)
-		// The action is done: its result is recorded even if ctx ended
-		// meanwhile (looplab/fsm refuses a transition on a cancelled ctx,
-		// which would leave a finished step unrecorded).
-		if err := machine.Event(context.WithoutCancel(ctx), step.Event); err != nil {
-			var none fsm.NoTransitionError
-			if !errors.As(err, &none) {
-				return fmt.Errorf("%s %s: %w: %v", def.Kind, rec.Object, ErrIllegalTransition, err)
-			}
+		if err := machine.fire(ctx, event); err != nil {
+			return fmt.Errorf("%s %s: %w", def.Kind, rec.Object, err)
 		}
-		rec.State = machine.Current()
+		rec.State = machine.fsm.Current()
 		rec.Since = now().UTC()
 		rec.LastError = ""
 		if err := save(rec); err != nil {
 			rec.Attempts++
-			return fmt.Errorf("%s %s: save after %s: %w", def.Kind, rec.Object, step.Event, err)
+			return fmt.Errorf("%s %s: save after %s: %w", def.Kind, rec.Object, event, err)
 		}
 	}
 	return nil

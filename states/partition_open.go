@@ -27,13 +27,16 @@ import (
 // round), and `recover` then reads a tail that no longer grows except by
 // unacknowledged zombie bytes, which recovery seals away.
 //
-// `fenced` holds for one epoch: the engine starts again from `stamped` when
-// the record names another epoch than the one assigned. `recovered` and
-// `serving` describe handles held by a process: after a restart the engine
-// treats a record in either as `stamped`, since nothing is open any more
-// (level-triggered: the state is observed, not remembered).
+// `fenced` holds for one epoch and one process: the engine starts again
+// from `stamped` when the record names another epoch than the one
+// assigned, or when another process fenced it. `recovered` and `serving`
+// describe handles held by a process: after a restart the engine treats a
+// record in either as `stamped`, since nothing is open any more
+// (level-triggered: the state is observed, not remembered). `dir-ready` is
+// observed again from `pending`. Resumes holds these rules.
 var PartitionOpen = Definition{
 	Kind:    "partition-open",
+	Summary: "Brings one partition to serving at the leader epoch assigned to this broker, taking it over from a previous writer.",
 	Initial: "pending",
 	End:     "serving",
 	Steps: []Step{
@@ -42,6 +45,14 @@ var PartitionOpen = Definition{
 		{From: "stamped", Event: "fence", To: "fenced"},
 		{From: "fenced", Event: "recover", To: "recovered"},
 		{From: "recovered", Event: "serve", To: "serving"},
+	},
+	Resumes: map[string]ResumeRule{
+		// A reclaim of another incarnation's directory may have moved it
+		// since (make-dir is idempotent).
+		"dir-ready": {Means: Observed, From: "pending"},
+		"fenced":    {Means: Claimed, From: "stamped"},
+		"recovered": {Means: HeldHandles, From: "stamped"},
+		"serving":   {Means: HeldHandles, From: "stamped"},
 	},
 }
 

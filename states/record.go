@@ -197,3 +197,12 @@ func LoadKind(fsys volume.FS, clusterDir, kind string) ([]Record, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Object < out[j].Object })
 	return out, nil
 }
+
+// NewRecord is a new record of machine d for object at its initial state,
+// desiring its end state, owned by owner since now. topicID names the
+// incarnation the record belongs to ("" for objects that have none, such as
+// coordinator shards).
+func (d Definition) NewRecord(object, topicID, owner string, now time.Time) *Record {
+	return &Record{Kind: d.Kind, Object: object, Desired: d.End, State: d.Initial,
+		TopicID: topicID, Since: now.UTC(), Owner: owner}
+}

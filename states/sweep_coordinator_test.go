@@ -271,12 +271,6 @@ func coordinatorOpenScenario() sweepScenario {
 			r.acts = states.CoordinatorOpenActions(fsys, sweepCluster, coordShard, fence, load, serve)
 			return r
 		},
-		restart: func(rec *states.Record) {
-			switch rec.State {
-			case "fenced", "loaded", "serving":
-				rec.State = "dir-ready"
-			}
-		},
 		check: checkCoordinatorTakeover,
 	}
 }

@@ -250,14 +250,6 @@ func takeoverScenario() sweepScenario {
 			r.acts = states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, fenceFn, recoverFn, serveFn)
 			return r
 		},
-		// A restarted owner is a new incarnation: the controller gives it
-		// a new leader epoch, and the engine starts again from stamped.
-		restart: func(rec *states.Record) {
-			switch rec.State {
-			case "fenced", "recovered", "serving":
-				rec.State = "stamped"
-			}
-		},
 		check: checkTakeover,
 	}
 }

@@ -98,9 +98,6 @@ type sweepScenario struct {
 	setup func(t *testing.T, fsys volume.FS, tr *trial)
 	// bind builds the actions on fsys for one drive of rec.
 	bind func(fsys volume.FS, rec *states.Record, tr *trial) *run
-	// restart turns a record loaded from the volume into what a fresh
-	// process drives (nil: as loaded).
-	restart func(rec *states.Record)
 	// check verifies the end state on the recovered volume.
 	check func(t *testing.T, fsys volume.FS, rec *states.Record, r *run, tr *trial)
 }
@@ -118,15 +115,6 @@ var sweepScenarios = map[string][]sweepScenario{
 	states.PartitionOpen.Kind:   {partitionOpenScenario(), takeoverScenario()},
 	states.TopicDelete.Kind:     {topicDeleteScenario()},
 	states.CoordinatorOpen.Kind: {coordinatorOpenScenario()},
-}
-
-// restartPartitionOpen is what the engine does with a loaded record:
-// recovered and serving name handles held by a process, and a restarted
-// process holds none.
-func restartPartitionOpen(rec *states.Record) {
-	if rec.State == "recovered" || rec.State == "serving" {
-		rec.State = "stamped"
-	}
 }
 
 func partitionOpenScenario() sweepScenario {
@@ -176,7 +164,6 @@ func partitionOpenScenario() sweepScenario {
 			r.acts = states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, fenceFn, recoverFn, serveFn)
 			return r
 		},
-		restart: restartPartitionOpen,
 		check: func(t *testing.T, fsys volume.FS, rec *states.Record, r *run, _ *trial) {
 			t.Helper()
 			checkServing(t, fsys, rec, r)
@@ -303,7 +290,9 @@ func saver(fsys volume.FS) func(*states.Record) error {
 }
 
 // loadOrInitial reloads a record from the volume, as a fresh process
-// would; a missing one starts at the machine's initial state.
+// would: a missing one starts at the machine's initial state, and a
+// persisted state means what the machine's resume rules say to a process
+// that holds no claim yet (def.Resume, as the engine calls it).
 func loadOrInitial(t *testing.T, fsys volume.FS, def states.Definition, sc sweepScenario) *states.Record {
 	t.Helper()
 	rec, err := states.Load(fsys, sweepCluster, def.Kind, sc.object)
@@ -313,9 +302,7 @@ func loadOrInitial(t *testing.T, fsys volume.FS, def states.Definition, sc sweep
 	if rec == nil {
 		rec = &states.Record{Kind: def.Kind, Object: sc.object, Desired: def.End, State: def.Initial}
 	}
-	if sc.restart != nil {
-		sc.restart(rec)
-	}
+	rec.State = def.Resume(rec.State, false)
 	return rec
 }
 

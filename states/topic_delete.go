@@ -24,6 +24,7 @@ import (
 // desired-state file is removed, if it still describes this incarnation.
 var TopicDelete = Definition{
 	Kind:    "topic-delete",
+	Summary: "Removes one incarnation of a topic: handles released, directory renamed into the trash, trash purged, desired state forgotten.",
 	Initial: "requested",
 	End:     "deleted",
 	Steps: []Step{

@@ -7,6 +7,7 @@
 //	kaasctl topics describe NAME --admin http://127.0.0.1:9644
 //	kaasctl groups [list | describe GROUP] --bootstrap 127.0.0.1:9092
 //	kaasctl transactions [list | describe TXN_ID | producers TOPIC] --bootstrap 127.0.0.1:9092
+//	kaasctl machines [KIND...] [-o mermaid|dot|markdown]
 package main
 
 import (
@@ -50,6 +51,9 @@ Commands:
   transactions producers TOPIC
                      each partition's active producers: ID, epoch, last sequence and timestamp,
                      coordinator epoch, open transaction's first offset (needs --bootstrap)
+  machines [KIND...]  every state machine drawn from its definition, with its retry and
+                     resume edges: -o mermaid (default, stateDiagram-v2), -o dot (Graphviz),
+                     -o markdown (docs/machines.md); needs no source
 
 Sources (one of):
   --data DIR         read the volume directly (no broker needed); --cluster-dir if not <data>/__cluster
@@ -84,6 +88,9 @@ func run(args []string, out io.Writer) error {
 	}
 	if cmd == "transactions" {
 		return transactionsCmd(rest, out)
+	}
+	if cmd == "machines" {
+		return machinesCmd(rest, out)
 	}
 	var sub []string
 	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
