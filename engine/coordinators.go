@@ -308,15 +308,14 @@ func (e *Engine) loadShard(i, epoch int32, rec *states.Record) (*shard, error) {
 	store, stats, err := groupstore.Open(groupstore.Config{
 		FS: e.fsys, Dir: states.ShardDir(e.cfg.ClusterDir, i), Index: i,
 		Epoch: epoch, PreviousEpochs: previous,
-		CheckpointInterval:     e.cfg.CheckpointInterval,
-		UnsafeSkipFenceRecheck: e.cfg.UnsafeSkipFenceRecheck,
-		Now:                    e.cfg.Now,
-		Logger:                 e.log.WithName("groupstore").WithValues("shard", i),
+		CheckpointInterval: e.cfg.CheckpointInterval,
+		Now:                e.cfg.Now,
+		Logger:             e.log.WithName("groupstore").WithValues("shard", i),
 		OnFailure: func() {
 			e.askReopen(shardKey(i), GroupsTopicID, i, epoch)
 			e.queue.Add(groupsKey)
 		},
-	})
+	}, e.logOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("open coordinator shard %d: %w", i, err)
 	}

@@ -68,24 +68,6 @@ type Config struct {
 	// Lease is how long a broker stays live without observed progress.
 	// Default cluster.DefaultLease.
 	Lease time.Duration
-	// UnsafeCompareWallClocks judges liveness by comparing this broker's
-	// wall clock (Now) with the wall time in other brokers' heartbeats:
-	// a negative control for the chaos tests of clock jumps (fault model
-	// T13), never set otherwise.
-	UnsafeCompareWallClocks bool
-
-	// UnsafeSkipFenceRecheck makes partition logs acknowledge without
-	// re-reading the fence after each fsync. Only chaos tests set it, as a
-	// negative control their checkers must catch (a zombie's acks).
-	UnsafeSkipFenceRecheck bool
-	// UnsafeInPlaceAssignment makes the controller overwrite the
-	// assignment file in place instead of temp+rename: a negative control
-	// for chaos tests of torn control-plane files.
-	UnsafeInPlaceAssignment bool
-	// UnsafeIgnoreServingLease keeps serving partitions however long ago
-	// the heartbeat was last renewed (see leaseHeld): a negative control
-	// for the zombie scenarios, with UnsafeSkipFenceRecheck.
-	UnsafeIgnoreServingLease bool
 
 	// Groups configures the group coordinators of the shards this broker
 	// owns (Shard, Journal and Logger are set per shard).
@@ -195,6 +177,8 @@ type Engine struct {
 	shardMu  sync.RWMutex
 	shards   [groups.Shards]*shard
 	resigned atomic.Bool // ResignCoordinators: open no shard again
+
+	negative NegativeControls // WithNegativeControls: off in production
 }
 
 type topic struct {
@@ -203,8 +187,9 @@ type topic struct {
 }
 
 // New prepares an engine on the volume: the cluster directory and the
-// cluster ID exist when it returns. Run starts reconciling.
-func New(cfg Config) (*Engine, error) {
+// cluster ID exist when it returns. Run starts reconciling. Options are
+// for tests only (negative.go).
+func New(cfg Config, opts ...Option) (*Engine, error) {
 	if cfg.FS == nil {
 		cfg.FS = volume.OS()
 	}
@@ -260,13 +245,16 @@ func New(cfg Config) (*Engine, error) {
 		opening:     map[string]bool{},
 		openErrs:    map[string]openFailure{},
 	}
+	for _, o := range opts {
+		o(e)
+	}
 	e.dispatch = e.reconcilers()
 	e.hb = cluster.NewHeartbeater(e.fsys, cfg.ClusterDir, cluster.Heartbeat{BrokerID: cfg.BrokerID,
 		KafkaAddr: cfg.KafkaAddr, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation,
 		MaxPartitions: int32(min(cfg.MaxPartitionsPerBroker, math.MaxInt32))})
 	e.hb.SetWallClock(cfg.Now)
 	e.obs = cluster.NewObserver(cfg.Lease, nil)
-	if cfg.UnsafeCompareWallClocks {
+	if e.negative.CompareWallClocks {
 		e.obs.UnsafeCompareWallClocks(cfg.Now)
 	}
 	e.elector = cluster.NewElector(cluster.ElectorConfig{FS: e.fsys, ClusterDir: cfg.ClusterDir, BrokerID: cfg.BrokerID,
@@ -736,17 +724,16 @@ func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *
 	}
 	start := time.Now()
 	lg, err := partlog.Open(e.fsys, dir, partlog.Config{
-		Epoch:                  epoch,
-		SegmentBytes:           spec.ConfigInt("segment.bytes"),
-		SegmentAge:             time.Duration(spec.ConfigInt("segment.ms")) * time.Millisecond,
-		MaxBatchBytes:          int32(spec.ConfigInt("max.message.bytes")),
-		LogAppendTime:          spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
-		CheckpointInterval:     e.cfg.CheckpointInterval,
-		PreviousEpochs:         previous,
-		UnsafeSkipFenceRecheck: e.cfg.UnsafeSkipFenceRecheck,
-		Now:                    e.cfg.Now,
-		Logger:                 e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
-	})
+		Epoch:              epoch,
+		SegmentBytes:       spec.ConfigInt("segment.bytes"),
+		SegmentAge:         time.Duration(spec.ConfigInt("segment.ms")) * time.Millisecond,
+		MaxBatchBytes:      int32(spec.ConfigInt("max.message.bytes")),
+		LogAppendTime:      spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
+		CheckpointInterval: e.cfg.CheckpointInterval,
+		PreviousEpochs:     previous,
+		Now:                e.cfg.Now,
+		Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
+	}, e.logOptions()...)
 	if err != nil {
 		e.releaseOpenSlot()
 		return nil, fmt.Errorf("open log: %w", err)
@@ -1081,7 +1068,7 @@ func (e *Engine) Partition(name string, index int32) (*Partition, error) {
 // assignment) would keep answering reads, such as a high watermark, from
 // memory after another broker took its partitions over.
 func (e *Engine) leaseHeld() bool {
-	if e.cfg.UnsafeIgnoreServingLease {
+	if e.negative.IgnoreServingLease {
 		return true
 	}
 	from := e.leaseFrom.Load()

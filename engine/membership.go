@@ -230,7 +230,7 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 	// Remembered before the write: a write that fails may have landed.
 	e.written = next
 	write := cluster.WriteAssignment
-	if e.cfg.UnsafeInPlaceAssignment {
+	if e.negative.InPlaceAssignment {
 		write = cluster.WriteAssignmentInPlaceUnsafe
 	}
 	if err := write(e.fsys, e.cfg.ClusterDir, next); err != nil {

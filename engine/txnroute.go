@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/engine/txns"
@@ -19,12 +17,40 @@ import (
 // (WriteTxnMarkers), and a partition owner asks a transaction's
 // coordinator whether a partition is in the transaction before it takes
 // the transaction's first batch (AddPartitionsToTxn, verify only: KIP-890
-// part 1). Both go to another broker over the Kafka protocol, as in Kafka,
-// or straight to this broker's own partitions and shards.
+// part 1). Both go to another broker through Peers (the wire package
+// speaks the Kafka protocol to it, as in Kafka), or straight to this
+// broker's own partitions and shards.
 
-// Peers sends one request to another live broker.
+// Peers makes the transaction calls that cross brokers, to another live
+// broker. The errors a peer broker answers with are kerr errors, so the
+// same codes reach clients as if this broker had answered.
 type Peers interface {
-	Request(ctx context.Context, to BrokerInfo, req kmsg.Request) (kmsg.Response, error)
+	// WriteMarkers has broker to write w's marker into each of w.Parts
+	// (topic ConsumerOffsetsTopic: the completion of the transactional
+	// offset commits in that group coordinator shard). It returns the
+	// parts that failed, each with the broker's answer; err means the
+	// broker was not reached or did not answer.
+	WriteMarkers(ctx context.Context, to BrokerInfo, w MarkerWrite) (failed []PartitionError, err error)
+	// VerifyInTransaction asks broker to, txnID's coordinator, whether tp
+	// is in the producer's ongoing transaction at epoch; nil means it is.
+	// Otherwise the error is the coordinator's answer (INVALID_TXN_STATE,
+	// PRODUCER_FENCED, NOT_COORDINATOR, ...) or one reaching it.
+	VerifyInTransaction(ctx context.Context, to BrokerInfo, txnID string, producerID int64, epoch int16, tp txns.TopicPartition) error
+}
+
+// MarkerWrite is the part of a transaction's markers one broker writes.
+type MarkerWrite struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	Commit           bool
+	CoordinatorEpoch int32
+	Parts            []txns.TopicPartition
+}
+
+// PartitionError is one partition's failure at a peer broker.
+type PartitionError struct {
+	txns.TopicPartition
+	Err error
 }
 
 // ConsumerOffsetsTopic names a group coordinator shard in WriteTxnMarkers,
@@ -186,44 +212,16 @@ func (e *Engine) writeRemoteMarkers(ctx context.Context, b BrokerInfo, m txns.Ma
 	if e.cfg.Peers == nil {
 		return ErrNoPeers
 	}
-	req := kmsg.NewPtrWriteTxnMarkersRequest()
-	mk := kmsg.NewWriteTxnMarkersRequestMarker()
-	mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
-	byTopic := map[string][]int32{}
-	for _, tp := range parts {
-		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
-	}
-	for _, name := range sortedKeys(byTopic) {
-		t := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-		t.Topic, t.Partitions = name, byTopic[name]
-		mk.Topics = append(mk.Topics, t)
-	}
-	req.Markers = append(req.Markers, mk)
-	kresp, err := e.cfg.Peers.Request(ctx, b, req)
+	failed, err := e.cfg.Peers.WriteMarkers(ctx, b, MarkerWrite{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,
+		Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch, Parts: parts})
 	if err != nil {
 		return fmt.Errorf("write markers at broker %d: %w", b.ID, err)
 	}
-	resp := kresp.(*kmsg.WriteTxnMarkersResponse)
-	var errs []error
-	for _, rm := range resp.Markers {
-		for _, rt := range rm.Topics {
-			for _, rp := range rt.Partitions {
-				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					errs = append(errs, fmt.Errorf("marker for %s/%d at broker %d: %w", rt.Topic, rp.Partition, b.ID, err))
-				}
-			}
-		}
+	errs := make([]error, 0, len(failed))
+	for _, f := range failed {
+		errs = append(errs, fmt.Errorf("marker for %s/%d at broker %d: %w", f.Topic, f.Partition, b.ID, f.Err))
 	}
 	return errors.Join(errs...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // VerifyTxn asks txnID's coordinator whether topic/index is in the
@@ -247,29 +245,5 @@ func (e *Engine) VerifyTxn(ctx context.Context, txnID string, producerID int64, 
 	if e.cfg.Peers == nil {
 		return ErrNoPeers
 	}
-	req := kmsg.NewPtrAddPartitionsToTxnRequest()
-	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = txnID, producerID, epoch, true
-	rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-	rt.Topic, rt.Partitions = topic, []int32{index}
-	tx.Topics = append(tx.Topics, rt)
-	req.Transactions = append(req.Transactions, tx)
-	kresp, err := e.cfg.Peers.Request(ctx, b, req)
-	if err != nil {
-		return fmt.Errorf("verify transaction at broker %d: %w", b.ID, err)
-	}
-	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return err
-	}
-	for _, t := range resp.Transactions {
-		for _, rt := range t.Topics {
-			for _, rp := range rt.Partitions {
-				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	return e.cfg.Peers.VerifyInTransaction(ctx, b, txnID, producerID, epoch, tps[0])
 }

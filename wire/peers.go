@@ -14,8 +14,9 @@ import (
 	"github.com/kaas-dev/kaas/engine"
 )
 
-// Peers sends requests to other brokers over the Kafka protocol
-// (engine.Peers): transaction markers and transaction verifications. One
+// Peers makes the engine's calls to other brokers (engine.Peers) over the
+// Kafka protocol: transaction markers and transaction verifications
+// (peer_txn.go). One
 // franz-go client per broker, which keeps its connection and negotiates
 // versions; requests go straight to that broker's address, never routed.
 type Peers struct {
@@ -25,6 +26,8 @@ type Peers struct {
 	clients map[int32]peerClient
 	closed  bool
 }
+
+var _ engine.Peers = (*Peers)(nil)
 
 type peerClient struct {
 	addr string
@@ -36,8 +39,8 @@ func NewPeers(clientID string) *Peers {
 	return &Peers{clientID: clientID, clients: map[int32]peerClient{}}
 }
 
-// Request sends req to broker to and returns its response.
-func (p *Peers) Request(ctx context.Context, to engine.BrokerInfo, req kmsg.Request) (kmsg.Response, error) {
+// request sends req to broker to and returns its response.
+func (p *Peers) request(ctx context.Context, to engine.BrokerInfo, req kmsg.Request) (kmsg.Response, error) {
 	cl, err := p.client(to)
 	if err != nil {
 		return nil, err

@@ -177,14 +177,12 @@ func run(o options, log logr.Logger) error {
 		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
 		Logger:    log.WithName("engine"),
 		KafkaAddr: advertise, AdminAddr: o.admin, Zone: o.zone,
-		HeartbeatInterval: o.heartbeatInterval, Lease: o.lease,
-		Now: now, UnsafeCompareWallClocks: negative[wallClockLease], UnsafeSkipFenceRecheck: negative[noFenceRecheck],
-		UnsafeInPlaceAssignment: negative[inPlaceAssignment], UnsafeIgnoreServingLease: negative[noServingLease],
+		HeartbeatInterval: o.heartbeatInterval, Lease: o.lease, Now: now,
 		Groups: o.groups.config(), Txns: o.txns.config(), Peers: peers,
 		ProducerIDExpiration:   o.txns.producerIDExpiration,
 		MaxPartitionsPerBroker: fds.Partitions, MaxProducersPerPartition: o.budgets.maxProducersPerPartition,
 		RetentionCheckInterval: o.retention.checkInterval,
-	})
+	}, engine.WithNegativeControls(engineControls(negative)))
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("start engine: %w", err)

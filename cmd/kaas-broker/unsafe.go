@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/volume"
 )
 
@@ -63,6 +64,17 @@ func (u unsafeOptions) controls() (map[string]bool, error) {
 		return nil, fmt.Errorf("--unsafe-negative-control=%s needs --debug-clock", wallClockLease)
 	}
 	return out, nil
+}
+
+// engineControls are the engine's negative controls among the parsed
+// controls (no-fsync is this command's own: noSyncFS).
+func engineControls(negative map[string]bool) engine.NegativeControls {
+	return engine.NegativeControls{
+		CompareWallClocks:  negative[wallClockLease],
+		SkipFenceRecheck:   negative[noFenceRecheck],
+		InPlaceAssignment:  negative[inPlaceAssignment],
+		IgnoreServingLease: negative[noServingLease],
+	}
 }
 
 // jumpClock is a wall clock that a test can move: Now is the real time

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/volume/memfs"
 )
 
@@ -41,6 +42,25 @@ func TestNegativeControlsParse(t *testing.T) {
 				t.Errorf("%+v: %s not set", c.in, w)
 			}
 		}
+	}
+}
+
+// TestEngineControls: each flag value turns on its engine control, and
+// no-fsync (this command's own) none.
+func TestEngineControls(t *testing.T) {
+	for control, want := range map[string]engine.NegativeControls{
+		noFsync:           {},
+		noFenceRecheck:    {SkipFenceRecheck: true},
+		wallClockLease:    {CompareWallClocks: true},
+		inPlaceAssignment: {InPlaceAssignment: true},
+		noServingLease:    {IgnoreServingLease: true},
+	} {
+		if got := engineControls(map[string]bool{control: true}); got != want {
+			t.Errorf("%s: got %+v, want %+v", control, got, want)
+		}
+	}
+	if got := engineControls(nil); got != (engine.NegativeControls{}) {
+		t.Errorf("none: got %+v, want all off", got)
 	}
 }
 

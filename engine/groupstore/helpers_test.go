@@ -10,6 +10,7 @@ import (
 
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/memfs"
+	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
 const testDir = "cluster/groups/3"
@@ -29,11 +30,17 @@ func newVolume(t testing.TB) *memfs.FS {
 // openAt opens the shard at epoch (partlog.Open claims the fence itself).
 func openAt(t testing.TB, fsys volume.FS, epoch int32, mods ...func(*Config)) (*Store, LoadStats) {
 	t.Helper()
+	return openWith(t, fsys, epoch, nil, mods...)
+}
+
+// openWith is openAt with options for the shard's partition log.
+func openWith(t testing.TB, fsys volume.FS, epoch int32, logOpts []partlog.Option, mods ...func(*Config)) (*Store, LoadStats) {
+	t.Helper()
 	cfg := Config{FS: fsys, Dir: testDir, Index: 3, Epoch: epoch, Now: testNow, Logger: logr.Discard()}
 	for _, m := range mods {
 		m(&cfg)
 	}
-	s, st, err := Open(cfg)
+	s, st, err := Open(cfg, logOpts...)
 	if err != nil {
 		t.Fatalf("open at epoch %d: %v", epoch, err)
 	}

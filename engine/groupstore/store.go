@@ -45,11 +45,10 @@ type Config struct {
 	PreviousEpochs []int32
 	// SnapshotEveryBytes is how many log bytes may follow the newest
 	// snapshot before the next is written. Default 4 MiB.
-	SnapshotEveryBytes     int64
-	CheckpointInterval     time.Duration
-	UnsafeSkipFenceRecheck bool
-	Now                    func() time.Time
-	Logger                 logr.Logger
+	SnapshotEveryBytes int64
+	CheckpointInterval time.Duration
+	Now                func() time.Time
+	Logger             logr.Logger
 	// OnFailure is called (once) when the log fails for good (an fsync
 	// error, or fenced by a newer owner) or an Append is refused for a full
 	// volume (see Store.Err).
@@ -128,21 +127,23 @@ type Store struct {
 // Deleting log segments below the newest snapshot is future work (partlog
 // has no API for it yet): until then the log grows and a snapshot only
 // shortens the replay.
-func Open(cfg Config) (*Store, LoadStats, error) {
+//
+// logOpts go to the shard's partition log: partlog's negative controls,
+// for tests only.
+func Open(cfg Config, logOpts ...partlog.Option) (*Store, LoadStats, error) {
 	start := time.Now()
 	cfg = cfg.withDefaults()
 	stats := LoadStats{SnapshotOffset: -1}
 	logger := cfg.Logger.WithValues("epoch", cfg.Epoch)
 	lg, err := partlog.Open(cfg.FS, cfg.Dir, partlog.Config{
-		Epoch:                  cfg.Epoch,
-		PreviousEpochs:         cfg.PreviousEpochs,
-		SegmentBytes:           cfg.SegmentBytes,
-		MaxBatchBytes:          cfg.MaxBatchBytes,
-		CheckpointInterval:     cfg.CheckpointInterval,
-		UnsafeSkipFenceRecheck: cfg.UnsafeSkipFenceRecheck,
-		Now:                    cfg.Now,
-		Logger:                 cfg.Logger.WithName("partlog"),
-	})
+		Epoch:              cfg.Epoch,
+		PreviousEpochs:     cfg.PreviousEpochs,
+		SegmentBytes:       cfg.SegmentBytes,
+		MaxBatchBytes:      cfg.MaxBatchBytes,
+		CheckpointInterval: cfg.CheckpointInterval,
+		Now:                cfg.Now,
+		Logger:             cfg.Logger.WithName("partlog"),
+	}, logOpts...)
 	if err != nil {
 		return nil, stats, fmt.Errorf("open group store shard %d: %w", cfg.Index, err)
 	}

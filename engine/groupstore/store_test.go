@@ -242,7 +242,7 @@ func TestZombieSnapshotRejected(t *testing.T) {
 	for _, newOwnerAppends := range []int{1, 12} {
 		t.Run(fmt.Sprintf("new owner appends %d", newOwnerAppends), func(t *testing.T) {
 			mem := newVolume(t)
-			zombie, _ := openAt(t, mem, 1, func(c *Config) { c.UnsafeSkipFenceRecheck = true })
+			zombie, _ := openWith(t, mem, 1, []partlog.Option{partlog.UnsafeSkipFenceRecheck()})
 			defer zombie.Close()
 			m := model{}
 			for i := 0; i < 3; i++ {

@@ -57,12 +57,8 @@ type Config struct {
 	// them: the epoch the fence held before a separate ClaimFence, which
 	// Open can no longer learn from the fence itself.
 	PreviousEpochs []int32
-	// UnsafeSkipFenceRecheck drops the fence check of each sync round, so a
-	// writer fenced by a new owner keeps acknowledging. Only chaos tests set
-	// it, as a negative control their checkers must catch.
-	UnsafeSkipFenceRecheck bool
-	Now                    func() time.Time
-	Logger                 logr.Logger
+	Now            func() time.Time
+	Logger         logr.Logger
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -132,6 +128,7 @@ type Log struct {
 	fsys volume.FS
 	dir  string
 	cfg  Config
+	opts options // Open's options: negative controls, off in production
 	log  logr.Logger
 
 	// mu is the append mutex: it guards the fields below and the (mu)

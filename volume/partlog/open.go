@@ -39,12 +39,13 @@ const recoverChunk = 64 << 10
 //
 // Everything recovered is durable, so the high watermark starts at the log
 // end offset. Open never creates dir: directories belong to the reconciler.
-func Open(fsys volume.FS, dir string, cfg Config) (*Log, error) {
+// Options are for tests only (negative.go).
+func Open(fsys volume.FS, dir string, cfg Config, opts ...Option) (*Log, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{fsys: fsys, dir: dir, cfg: cfg, log: cfg.Logger.WithValues("dir", dir, "epoch", cfg.Epoch)}
+	l := &Log{fsys: fsys, dir: dir, cfg: cfg, opts: newOptions(opts), log: cfg.Logger.WithValues("dir", dir, "epoch", cfg.Epoch)}
 	prev, err := l.claimFence()
 	if err != nil {
 		return nil, fmt.Errorf("open partition log %s: %w", dir, err)

@@ -182,7 +182,7 @@ func (s *syncer) round(forceCheckpoint bool) {
 			return
 		}
 	}
-	if !l.cfg.UnsafeSkipFenceRecheck {
+	if !l.opts.skipFenceRecheck {
 		if err := l.checkFence(); err != nil {
 			l.fail(err)
 			return
