@@ -16,7 +16,7 @@ import (
 // Directory reclaim (states.DirectoryReclaim) and the trash sweep.
 //
 // Who drives: the controller, the one writer of topic directories
-// (DESIGN.md §2 "only the engine touches data directories ... done by the
+// (docs/design.md §2 "only the engine touches data directories ... done by the
 // controller's reconciler"), as for topic-delete. A partition owner whose
 // open meets another incarnation's stamp fails its stamp step with
 // states.ErrStampMismatch and retries with backoff; the controller, at its

@@ -3,7 +3,7 @@ package specs
 // Acceptance 4: a broker holding a 1 GiB partition, killed with SIGKILL while
 // producers are still writing to it, serves again quickly after a restart,
 // because recovery starts from the manifest checkpoint and validates only the
-// tail after it (DESIGN: tail-only recovery), and it loses no acknowledged
+// tail after it (tail-only recovery), and it loses no acknowledged
 // record.
 //
 //	go test ./specs/ -ginkgo.v -ginkgo.label-filter=recovery -timeout 20m

@@ -12,7 +12,7 @@ import (
 
 // DirectoryReclaim clears a topic's name for the incarnation the desired
 // state names, when the topic directory is still stamped by a previous
-// incarnation (DESIGN.md §1 rule 4: names are not identities):
+// incarnation (docs/design.md §1 rule 4: names are not identities):
 //
 //	requested --release--> released --rename-aside--> renamed --purge--> reclaimed
 //

@@ -20,7 +20,7 @@ import (
 //	pending --make-dir--> dir-ready --stamp--> stamped --fence--> fenced
 //	        --recover--> recovered --serve--> serving
 //
-// It is also the takeover machine (DESIGN.md §4): when another broker wrote
+// It is also the takeover machine (docs/design.md §4): when another broker wrote
 // the partition before, `fence` is the step that stops it. The fence is
 // written before anything of the old tail is read, so the old writer can
 // acknowledge nothing more (it re-reads the fence every group-commit

@@ -1,6 +1,6 @@
 // Package volume is the seam through which every filesystem call of kaas goes.
 //
-// The shared volume promises only three things (see DESIGN.md §1): a rename
+// The shared volume promises only three things (see docs/design.md §1): a rename
 // within one directory is atomic, an exclusive create is atomic, and
 // close-to-open visibility. The FS interface exposes exactly the calls kaas
 // needs and documents, per call, what kaas may and may not assume of it, so

@@ -28,7 +28,7 @@ type brokerRow struct {
 
 // observeBrokers reads the heartbeats, then again until every broker's
 // counter has moved or window has passed: liveness is progress this
-// process observes, never a time another host wrote (DESIGN.md §2).
+// process observes, never a time another host wrote (docs/design.md §2).
 func observeBrokers(fsys volume.FS, clusterDir string, window time.Duration, now func() time.Time, wait func(time.Duration)) (map[int32]cluster.Heartbeat, map[int32]bool, error) {
 	first, err := cluster.ReadHeartbeats(fsys, clusterDir)
 	if err != nil && first == nil {

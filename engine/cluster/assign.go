@@ -35,7 +35,7 @@ func weight(topicID string, partition, broker int32) uint64 {
 }
 
 // Assign selects the broker for (topicID, partition) by rendezvous hashing
-// over the sorted eligible brokers (DESIGN.md §5): the one with the highest
+// over the sorted eligible brokers (docs/design.md §5): the one with the highest
 // weight wins, ties going to the lower ID. When a broker leaves, only the
 // partitions it held move; when one joins, only the partitions it now wins
 // move to it. If zone is not empty and some live broker is in it, only
@@ -57,7 +57,7 @@ func Assign(topicID string, partition int32, live []LiveBroker, zone string) int
 }
 
 // Topic is a topic to assign, identified by its topic ID (a topic deleted
-// and recreated under the same name has a new ID: DESIGN.md §1 rule 4).
+// and recreated under the same name has a new ID: docs/design.md §1 rule 4).
 type Topic struct {
 	ID         string
 	Partitions int32

@@ -1,6 +1,6 @@
 // Package cluster holds the pure building blocks of a multi-broker kaas:
 // membership, controller election and partition assignment, all through
-// the volume seam and the three promises of the shared volume (DESIGN.md
+// the volume seam and the three promises of the shared volume (docs/design.md
 // §1: atomic rename within a directory, atomic exclusive create,
 // close-to-open). It imports only volume and the standard library (plus
 // logr). The engine drives it (engine/membership.go): one round per

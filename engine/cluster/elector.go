@@ -64,7 +64,7 @@ type Status struct {
 }
 
 // Elector elects the controller by exclusive create of epoch-numbered claim
-// files (DESIGN.md §3): the controller is the holder of the highest claim.
+// files (docs/design.md §3): the controller is the holder of the highest claim.
 // Campaign claims the next epoch when there is no claim, when the holder of
 // the highest one is not live per the Observer, or when the highest claim
 // has been unreadable for StaleClaimAfter. Every claim file seen, readable

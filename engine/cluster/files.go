@@ -12,7 +12,7 @@ import (
 	"github.com/kaas-dev/kaas/volume"
 )
 
-// Names under the cluster directory (DESIGN.md §3).
+// Names under the cluster directory (docs/design.md §3).
 const (
 	BrokersDir     = "brokers"
 	ControllerDir  = "controller"

@@ -16,7 +16,7 @@ import (
 // Heartbeat is the content of <cluster>/brokers/<id>.json. Only broker
 // BrokerID writes it, always whole (volume.WriteFileAtomic). Nothing in it is
 // a timestamp: liveness is decided by the Counter advancing, as seen on the
-// observer's own clock (DESIGN.md §2).
+// observer's own clock (docs/design.md §2).
 type Heartbeat struct {
 	BrokerID int32 `json:"brokerId"`
 	// Counter grows by at least one with every write by one incarnation.
@@ -34,7 +34,7 @@ type Heartbeat struct {
 	// Open lists the partitions this broker holds open, sorted, each as
 	// "<topic>/<partition>@<topicID>". The controller completes a topic's
 	// delete only when no live broker lists any of its partitions
-	// (lifecycle fencing, DESIGN.md §5).
+	// (lifecycle fencing, docs/design.md §5).
 	Open []string `json:"open,omitempty"`
 	// Reopen lists partitions whose log failed for good (an fsync error)
 	// while this broker owned them, each as
@@ -48,7 +48,7 @@ type Heartbeat struct {
 	MaxPartitions int32 `json:"maxPartitions,omitempty"`
 	// WrittenAt is the writer's wall clock at the write, in Unix
 	// milliseconds: for people reading the file. Clocks of different hosts
-	// are never compared for liveness (DESIGN.md §2), except by the
+	// are never compared for liveness (docs/design.md §2), except by the
 	// wall-clock negative control of the chaos tests (Observer).
 	WrittenAt int64 `json:"writtenAtUnixMilli,omitempty"`
 }

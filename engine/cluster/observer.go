@@ -38,7 +38,7 @@ type LiveBroker struct {
 	Incarnation string
 }
 
-// Observer decides liveness from observed progress (DESIGN.md §2): a broker
+// Observer decides liveness from observed progress (docs/design.md §2): a broker
 // is live while its heartbeat counter has advanced (or its incarnation
 // changed) within the lease period, as measured on the observer's own
 // monotonic clock. It never looks at a time written by another host, nor at
@@ -113,7 +113,7 @@ func (o *Observer) Observe(hbs []Heartbeat) {
 }
 
 // UnsafeCompareWallClocks makes liveness compare now with the wall time
-// each heartbeat's writer put in it, which is what DESIGN.md §2 forbids: a
+// each heartbeat's writer put in it, which is what docs/design.md §2 forbids: a
 // clock jump on either host then kills or revives brokers. Only the chaos
 // tests' negative control sets it, to show their checks catch the
 // spurious failovers that follow.

@@ -12,7 +12,7 @@
 //	<offset:%020d>-e<epoch>.snapshot   the table as of offset, written by
 //	                                   epoch's owner (snapshot_format.go)
 //
-// The four questions (DESIGN.md §1):
+// The four questions (docs/design.md §1):
 //
 //   - Atomic? Appends are partlog's (one writer per epoch-named segment,
 //     acknowledged after fsync and a fence re-read). A snapshot is one

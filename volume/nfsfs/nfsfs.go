@@ -1,6 +1,6 @@
 // Package nfsfs gives each simulated host its own view of one shared volume,
 // behaving like an NFS client at the floor of the contract kaas relies on
-// (DESIGN.md §1): what a stock NFS client is allowed to do, and what the
+// (docs/design.md §1): what a stock NFS client is allowed to do, and what the
 // filesystems available to tests (a local directory, memfs, GlusterFS in
 // strict mode, a plain go-fuse loopback) never do on their own.
 //

@@ -1,5 +1,5 @@
 // Package probe checks that a directory honours the three promises kaas
-// builds on (DESIGN.md §1): atomic rename within a directory, atomic
+// builds on (docs/design.md §1): atomic rename within a directory, atomic
 // exclusive create, and close-to-open visibility, plus directory fsync.
 //
 // It writes and reads a few small files under <dir>/.kaas-probe-<random>
