@@ -273,6 +273,9 @@ func (c *conn) verifyTxn(txnID string, u *engine.TxnUnverifiedError, topic strin
 // which would make clients retry).
 func onlyBatch(recs []byte, version int16) (partlog.Checked, error) {
 	b, err := partlog.CheckProduced(recs)
+	if err == nil {
+		return b, nil // before errors.As, whose target would escape on every call
+	}
 	var rse *partlog.RecordSetError
 	if !errors.As(err, &rse) {
 		return b, err
