@@ -847,25 +847,12 @@ const (
 // offset and partition leader epoch are the log's to stamp.
 func appendMarkerBatch(dst []byte, pid int64, epoch int16, commit bool, coordinatorEpoch int32, ts int64) []byte {
 	n0 := len(dst)
-	dst = slices.Grow(dst, markerBatchSize)
+	dst = partlog.StartBatch(dst, markerBatchSize)
 	be := binary.BigEndian
 	typ := uint16(controlAbort)
 	if commit {
 		typ = controlCommit
 	}
-	dst = be.AppendUint64(dst, 0)                  // base offset
-	dst = be.AppendUint32(dst, markerBatchSize-12) // batch length
-	dst = be.AppendUint32(dst, math.MaxUint32)     // partition leader epoch -1
-	dst = append(dst, 2)                           // magic
-	dst = be.AppendUint32(dst, 0)                  // crc, below
-	dst = be.AppendUint16(dst, attrTransactional|attrControl)
-	dst = be.AppendUint32(dst, 0)                        // last offset delta
-	dst = be.AppendUint64(dst, uint64(ts))               // first timestamp
-	dst = be.AppendUint64(dst, uint64(ts))               // max timestamp
-	dst = be.AppendUint64(dst, uint64(pid))              // producer ID
-	dst = be.AppendUint16(dst, uint16(epoch))            // producer epoch
-	dst = be.AppendUint32(dst, math.MaxUint32)           // base sequence -1
-	dst = be.AppendUint32(dst, 1)                        // records
 	dst = binary.AppendVarint(dst, markerRecordSize-1)   // record length
 	dst = append(dst, 0)                                 // attributes
 	dst = binary.AppendVarint(dst, 0)                    // timestamp delta
@@ -877,7 +864,16 @@ func appendMarkerBatch(dst []byte, pid int64, epoch int16, commit bool, coordina
 	dst = be.AppendUint16(dst, 0)                        // value version
 	dst = be.AppendUint32(dst, uint32(coordinatorEpoch)) // coordinator epoch
 	dst = binary.AppendVarint(dst, 0)                    // headers
-	be.PutUint32(dst[n0+17:], crc32.Checksum(dst[n0+21:], castagnoli))
+	partlog.FinishBatch(dst[n0:], partlog.BatchHeader{
+		PartitionLeaderEpoch: -1,
+		Attributes:           attrTransactional | attrControl,
+		FirstTimestamp:       ts,
+		MaxTimestamp:         ts,
+		ProducerID:           pid,
+		ProducerEpoch:        epoch,
+		BaseSequence:         -1,
+		NumRecords:           1,
+	})
 	return dst
 }
 

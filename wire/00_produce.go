@@ -48,7 +48,6 @@ package wire
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -192,10 +191,7 @@ func appendBatch(part *engine.Partition, recs []byte, version int16, transaction
 	case h.Compression() == codecZstd && version < 7:
 		return 0, res, &codedError{code: kerr.UnsupportedCompressionType.Code, err: fmt.Errorf("produce requests with version %d may not use zstd compression (version 7 and later)", version)}
 	}
-	v := records.Acquire()
-	err = v.Validate(b.Bytes(), limit)
-	v.Release()
-	if err != nil {
+	if err := b.CheckRecords(limit); err != nil {
 		return 0, res, recordsError(err)
 	}
 	return part.AppendChecked(b)
@@ -272,27 +268,25 @@ func (c *conn) verifyTxn(txnID string, u *engine.TxnUnverifiedError, topic strin
 }
 
 // onlyBatch returns the one batch of a partition's record set, checked
-// (partlog.Check). As Kafka does for Produce v3 and later, a record set
-// that is empty, holds a batch of another magic, or holds more than one
-// batch is INVALID_RECORD (not the retriable CORRUPT_MESSAGE, which would
-// make clients retry).
+// (partlog.CheckProduced). As Kafka does for Produce v3 and later, a
+// record set that is empty, holds a batch of another magic, or holds more
+// than one batch is INVALID_RECORD (not the retriable CORRUPT_MESSAGE,
+// which would make clients retry).
 func onlyBatch(recs []byte, version int16) (partlog.Checked, error) {
-	if len(recs) < 12 {
-		return partlog.Checked{}, fmt.Errorf("%w: produce requests with version %d must have at least one record batch per partition", engine.ErrInvalidRecord, version)
+	b, err := partlog.CheckProduced(recs)
+	if err == nil {
+		return b, nil // before errors.As, whose target would escape on every call
 	}
-	// The magic byte sits at byte 16 in every message format.
-	if len(recs) > 16 && recs[16] != 2 {
-		return partlog.Checked{}, fmt.Errorf("%w: produce requests with version %d are only allowed to contain record batches with magic version 2, got magic %d", engine.ErrInvalidRecord, version, recs[16])
+	var rse *partlog.RecordSetError
+	if !errors.As(err, &rse) {
+		return b, err
 	}
-	size := int64(int32(binary.BigEndian.Uint32(recs[8:12]))) + 12
-	if size < partlog.BatchHeaderSize || size > int64(len(recs)) {
-		return partlog.Checked{}, fmt.Errorf("%w: batch length %d does not fit the %d bytes sent", partlog.ErrCorruptBatch, size-12, len(recs))
+	switch rse.Fault {
+	case partlog.NoBatch:
+		return b, fmt.Errorf("%w: produce requests with version %d must have at least one record batch per partition", engine.ErrInvalidRecord, version)
+	case partlog.OtherMagic:
+		return b, fmt.Errorf("%w: produce requests with version %d are only allowed to contain record batches with magic version 2, got magic %d", engine.ErrInvalidRecord, version, uint8(rse.Magic))
+	default:
+		return b, fmt.Errorf("%w: produce requests with version %d are only allowed to contain exactly one record batch per partition", engine.ErrInvalidRecord, version)
 	}
-	if rest := recs[size:]; len(rest) > 0 {
-		if len(rest) >= 12 && int64(int32(binary.BigEndian.Uint32(rest[8:12])))+12 <= int64(len(rest)) {
-			return partlog.Checked{}, fmt.Errorf("%w: produce requests with version %d are only allowed to contain exactly one record batch per partition", engine.ErrInvalidRecord, version)
-		}
-		return partlog.Checked{}, fmt.Errorf("%w: %d bytes after the batch are not a batch", partlog.ErrCorruptBatch, len(rest))
-	}
-	return partlog.Check(recs)
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"testing"
 
+	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/volume/records/recordstest"
 )
 
@@ -46,6 +47,37 @@ func BenchmarkProduceValidation(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkProduceMultiPartition is the per-partition work of one produce
+// request that carries a small uncompressed batch (10 records of 100
+// bytes) for each of 8 partitions: framing, header, CRC, the client rules,
+// the records and the append, for every partition. Small batches make the
+// per-batch cost (parsing and checksumming) stand out.
+func BenchmarkProduceMultiPartition(b *testing.B) {
+	const partitions = 8
+	br := startBroker(b, nil)
+	br.createTopic(b, "multi", partitions, map[string]string{"retention.bytes": "67108864", "segment.bytes": "16777216"})
+	parts := make([]*engine.Partition, partitions)
+	batches := make([][]byte, partitions)
+	recs := recordstest.Text(10, 100)
+	for i := range parts {
+		part, err := br.eng.Partition("multi", int32(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		parts[i] = part
+		batches[i] = recordstest.Batch{Records: recs}.Bytes()
+	}
+	b.SetBytes(int64(partitions * len(batches[0])))
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, part := range parts {
+			if _, _, err := appendBatch(part, batches[i], 9, false, 100<<20); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

@@ -4,33 +4,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math/bits"
-	"slices"
 
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
 // The store writes and reads its own batches only: uncompressed Kafka
-// RecordBatch v2 with no producer, no headers, one timestamp. Field
-// positions are KIP-98's (partlog/batch.go has the same table).
-const (
-	offBatchLength     = 8
-	offLeaderEpoch     = 12
-	offMagic           = 16
-	offCRC             = 17
-	offAttributes      = 21 // the CRC covers [offAttributes, end)
-	offLastOffsetDelta = 23
-	offFirstTimestamp  = 27
-	offMaxTimestamp    = 35
-	offProducerID      = 43
-	offProducerEpoch   = 51
-	offBaseSequence    = 53
-	offNumRecords      = 57
-	batchHeaderSize    = partlog.BatchHeaderSize
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// RecordBatch v2 with no producer, no headers, one timestamp. partlog
+// owns the header: the store writes the records between its StartBatch
+// and FinishBatch.
+const batchHeaderSize = partlog.BatchHeaderSize
 
 // errBadBatch means a batch of the shard log is not one the store wrote.
 var errBadBatch = errors.New("not a group-store record batch")
@@ -79,19 +62,7 @@ func appendBytesField(dst, b []byte) []byte {
 // buf's storage, reusing it when it is big enough. Base offset and leader
 // epoch are left for partlog.Append to stamp.
 func encodeBatch(buf []byte, recs []Record, ts int64) []byte {
-	size := batchSize(recs)
-	b := slices.Grow(buf[:0], size)[:batchHeaderSize]
-	clear(b)
-	be := binary.BigEndian
-	be.PutUint32(b[offLeaderEpoch:], ^uint32(0)) // -1
-	b[offMagic] = 2
-	be.PutUint32(b[offLastOffsetDelta:], uint32(len(recs)-1))
-	be.PutUint64(b[offFirstTimestamp:], uint64(ts))
-	be.PutUint64(b[offMaxTimestamp:], uint64(ts))
-	be.PutUint64(b[offProducerID:], ^uint64(0))    // -1: no producer
-	be.PutUint16(b[offProducerEpoch:], ^uint16(0)) // -1
-	be.PutUint32(b[offBaseSequence:], ^uint32(0))  // -1
-	be.PutUint32(b[offNumRecords:], uint32(len(recs)))
+	b := partlog.StartBatch(buf[:0], batchSize(recs))
 	for i, r := range recs {
 		b = binary.AppendVarint(b, int64(recordBodyLen(i, r)))
 		b = append(b, 0)                     // attributes
@@ -101,8 +72,16 @@ func encodeBatch(buf []byte, recs []Record, ts int64) []byte {
 		b = appendBytesField(b, r.Value)     // value (nil: tombstone)
 		b = binary.AppendVarint(b, 0)        // no headers
 	}
-	be.PutUint32(b[offBatchLength:], uint32(len(b)-offLeaderEpoch))
-	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	partlog.FinishBatch(b, partlog.BatchHeader{
+		PartitionLeaderEpoch: -1,
+		LastOffsetDelta:      int32(len(recs) - 1),
+		FirstTimestamp:       ts,
+		MaxTimestamp:         ts,
+		ProducerID:           -1, // no producer
+		ProducerEpoch:        -1,
+		BaseSequence:         -1,
+		NumRecords:           int32(len(recs)),
+	})
 	return b
 }
 

@@ -29,6 +29,9 @@ const (
 	snapshotNameFormat = "%020d-e%d" + snapshotExt
 )
 
+// castagnoli is the CRC-32C table of the snapshot checksum.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 var errBadSnapshot = errors.New("bad group-store snapshot")
 
 // snapshotHeader is a decoded snapshot header.
