@@ -1134,6 +1134,7 @@ func (c *franzCopier) fence(ctx context.Context, seeds []string, txnID string) {
 // runSession copies with one session until told to stop or until ending a
 // transaction fails.
 func (c *franzCopier) runSession(ctx context.Context, s *kgo.GroupTransactSession, out string, batch, abortEvery int) {
+	var next time.Time // the earliest start of the next transaction (txnFranzCopyPace)
 	for !c.stop.Load() && ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
 		fs := s.PollRecords(pctx, batch)
@@ -1147,6 +1148,12 @@ func (c *franzCopier) runSession(ctx context.Context, s *kgo.GroupTransactSessio
 		if len(recs) == 0 {
 			continue
 		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		next = time.Now().Add(txnFranzCopyPace)
 		if err := s.Begin(); err != nil {
 			c.errorf("Begin: %v", err)
 			return
