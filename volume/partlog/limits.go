@@ -57,7 +57,7 @@ func (l *Log) Reconfigure(lim Limits) error {
 var ErrNoSpace = errors.New("no space left on the data volume")
 
 // Deleting records: the log start offset moves up and whole segments below
-// it are dropped. The four questions of DESIGN.md:
+// it are dropped. The four questions of docs/design.md §1:
 //
 //   - One atomic primitive? The decision is: the manifest replace
 //     (WriteFileAtomic) that raises LogStartOffset and drops the segments

@@ -3,7 +3,7 @@
 // segments with sparse offset and time indexes, epoch-named manifests (each
 // written only by its epoch's writer; recovery uses the highest) and a fence.
 //
-// One writer per partition, fenced by leader epoch (DESIGN.md §1-2):
+// One writer per partition, fenced by leader epoch (docs/design.md §1-2):
 //   - Open writes the fence for its epoch before it reads the old tail, and
 //     never appends to a segment another epoch created.
 //   - Sync acknowledges data only after fsync and after re-reading the fence
