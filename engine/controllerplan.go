@@ -134,12 +134,12 @@ func planAssignment(in assignmentInput) (*cluster.Assignment, error) {
 
 // topicsToReconcile names the desired topics this broker must reconcile:
 // created, changed or deleted elsewhere (by another broker, or by the
-// operator writing the desired state). known maps a topic name to the
-// spec this broker holds.
-func topicsToReconcile(desired []desired.TopicSpec, known map[string]desired.TopicSpec) []string {
+// operator writing the desired state). held returns the spec this broker
+// holds for a name.
+func topicsToReconcile(specs []desired.TopicSpec, held func(name string) (desired.TopicSpec, bool)) []string {
 	var names []string
-	for _, s := range desired {
-		k, ok := known[s.Name]
+	for _, s := range specs {
+		k, ok := held(s.Name)
 		if !ok || k.ID != s.ID || k.Generation != s.Generation || s.Deleted {
 			names = append(names, s.Name)
 		}

@@ -146,20 +146,23 @@ func TestPlanAssignment(t *testing.T) {
 }
 
 func TestTopicsToReconcile(t *testing.T) {
-	known := map[string]desired.TopicSpec{
+	held := map[string]desired.TopicSpec{
 		"same":    {Name: "same", ID: "1", Generation: 2},
 		"changed": {Name: "changed", ID: "2", Generation: 1},
 		"reborn":  {Name: "reborn", ID: "3", Generation: 1},
 		"deleted": {Name: "deleted", ID: "4", Generation: 1},
 	}
-	desired := []desired.TopicSpec{
+	specs := []desired.TopicSpec{
 		{Name: "same", ID: "1", Generation: 2},
 		{Name: "changed", ID: "2", Generation: 2},
 		{Name: "reborn", ID: "30", Generation: 1},
 		{Name: "deleted", ID: "4", Generation: 1, Deleted: true},
 		{Name: "new", ID: "5", Generation: 1},
 	}
-	got := topicsToReconcile(desired, known)
+	got := topicsToReconcile(specs, func(name string) (desired.TopicSpec, bool) {
+		s, ok := held[name]
+		return s, ok
+	})
 	want := []string{"changed", "reborn", "deleted", "new"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("topicsToReconcile = %v, want %v", got, want)

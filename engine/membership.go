@@ -190,12 +190,15 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 			"controllerEpoch", epoch, "found", controllerEpochOf(onDisk))
 	}
 	e.mu.RLock()
-	known := make(map[string]desired.TopicSpec, len(e.topics))
-	for name, t := range e.topics {
-		known[name] = t.spec
-	}
+	stale := topicsToReconcile(specs, func(name string) (desired.TopicSpec, bool) {
+		t := e.topics[name]
+		if t == nil {
+			return desired.TopicSpec{}, false
+		}
+		return t.spec, true
+	})
 	e.mu.RUnlock()
-	for _, name := range topicsToReconcile(specs, known) {
+	for _, name := range stale {
 		defer e.queue.Add(topicKey(name))
 	}
 	in := assignmentInput{
