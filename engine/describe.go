@@ -73,7 +73,7 @@ func (e *Engine) Describe() BrokerStatus {
 		for i, p := range v.parts {
 			ps := PartitionStatus{Partition: int32(i), LeaderEpoch: -1}
 			if p != nil {
-				lg := p.log
+				lg := p.Log()
 				ps.Serving = true
 				ps.LeaderEpoch = lg.Epoch()
 				ps.LogStartOffset, ps.HighWatermark, ps.LogEndOffset = lg.LogStartOffset(), lg.HighWatermark(), lg.LogEndOffset()

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/engine/txns"
@@ -183,7 +184,7 @@ type Engine struct {
 
 type topic struct {
 	spec  desired.TopicSpec
-	parts []*Partition // nil where not serving
+	parts []*dataplane.Partition // nil where not serving
 }
 
 // New prepares an engine on the volume: the cluster directory and the
@@ -224,7 +225,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		cfg.Lease = cluster.DefaultLease
 	}
 	if cfg.MaxProducersPerPartition <= 0 {
-		cfg.MaxProducersPerPartition = DefaultMaxProducersPerPartition
+		cfg.MaxProducersPerPartition = dataplane.DefaultMaxProducersPerPartition
 	}
 	e := &Engine{
 		cfg:      cfg,
@@ -276,7 +277,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	for _, s := range specs {
 		if !s.Deleted {
-			e.putTopicLocked(&topic{spec: s, parts: make([]*Partition, s.Partitions)})
+			e.putTopicLocked(&topic{spec: s, parts: make([]*dataplane.Partition, s.Partitions)})
 		}
 		e.queue.Add(topicKey(s.Name))
 	}
@@ -510,7 +511,7 @@ func (e *Engine) release(spec desired.TopicSpec, index int32) error {
 	}
 	e.unpublish(cur)
 	e.log.Info("partition released", "topic", spec.Name, "partition", index, "epoch", cur.Epoch())
-	if err := cur.close(); err != nil && !errors.Is(err, partlog.ErrFenced) {
+	if err := cur.Close(); err != nil && !errors.Is(err, partlog.ErrFenced) {
 		return err // a fenced log's final sync fails by design: the new owner has it
 	}
 	return nil
@@ -521,13 +522,13 @@ func (e *Engine) release(spec desired.TopicSpec, index int32) error {
 func (e *Engine) upsertTopic(spec desired.TopicSpec) error {
 	e.mu.Lock()
 	t := e.topics[spec.Name]
-	var stale, served []*Partition
+	var stale, served []*dataplane.Partition
 	switch {
 	case t == nil:
-		e.putTopicLocked(&topic{spec: spec, parts: make([]*Partition, spec.Partitions)})
+		e.putTopicLocked(&topic{spec: spec, parts: make([]*dataplane.Partition, spec.Partitions)})
 	case t.spec.ID != spec.ID:
 		stale = t.parts
-		e.putTopicLocked(&topic{spec: spec, parts: make([]*Partition, spec.Partitions)})
+		e.putTopicLocked(&topic{spec: spec, parts: make([]*dataplane.Partition, spec.Partitions)})
 	case spec.Generation < t.spec.Generation:
 		// A spec read before a newer one was installed (a reconcile that
 		// raced an admin change here): keep the newer one.
@@ -549,11 +550,11 @@ func (e *Engine) upsertTopic(spec desired.TopicSpec) error {
 	var errs []error
 	for _, p := range stale {
 		if p != nil {
-			errs = append(errs, p.close())
+			errs = append(errs, p.Close())
 		}
 	}
 	for _, p := range served {
-		if err := p.reconfigure(spec); err != nil {
+		if err := p.Reconfigure(logLimits(spec)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -576,17 +577,17 @@ func (e *Engine) save(rec *states.Record) error {
 func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, epoch int32) error {
 	obj := states.PartitionObject(spec.Name, index)
 	cur := e.servingPartition(spec.Name, spec.ID, index)
-	if cur != nil && cur.log.Err() == nil && cur.Epoch() == epoch {
+	if cur != nil && cur.Log().Err() == nil && cur.Epoch() == epoch {
 		return nil // serving: nothing to observe or do
 	}
-	if cur != nil && cur.log.Err() != nil && cur.Epoch() == epoch {
+	if cur != nil && cur.Log().Err() != nil && cur.Epoch() == epoch {
 		// The log failed for good at this epoch: release it and wait for
 		// the controller to answer the reopen request with a new epoch.
 		e.log.Info("partition log failed; releasing it until a new leader epoch is assigned",
-			"topic", spec.Name, "partition", index, "epoch", epoch, "err", cur.log.Err())
+			"topic", spec.Name, "partition", index, "epoch", epoch, "err", cur.Log().Err())
 		e.requestReopen(cur)
 		e.unpublish(cur)
-		if err := cur.close(); err != nil {
+		if err := cur.Close(); err != nil {
 			e.log.Error(err, "close failed partition", "topic", spec.Name, "partition", index)
 		}
 		return WaitingOn(fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch))
@@ -609,9 +610,9 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 	if cur != nil {
 		// The log failed (fsync error or fenced): release it and recover
 		// again from the volume under a new epoch.
-		e.log.Info("reopening partition", "topic", spec.Name, "partition", index, "epoch", epoch, "err", cur.log.Err())
+		e.log.Info("reopening partition", "topic", spec.Name, "partition", index, "epoch", epoch, "err", cur.Log().Err())
 		e.unpublish(cur)
-		if err := cur.close(); err != nil {
+		if err := cur.Close(); err != nil {
 			e.log.Error(err, "close failed partition", "topic", spec.Name, "partition", index)
 		}
 	}
@@ -634,7 +635,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 			return fmt.Errorf("open partition %d: %w", index, err)
 		}
 	}
-	var opened *Partition
+	var opened *dataplane.Partition
 	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index,
 		func(ctx context.Context) error { return e.claimFence(spec, index, epoch, rec) },
 		func(ctx context.Context) error {
@@ -653,7 +654,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 		})
 	err = stampWaitHint(states.Drive(ctx, states.PartitionOpen, rec, acts, e.save, e.cfg.Now))
 	if err != nil && opened != nil && e.servingPartition(spec.Name, spec.ID, index) != opened {
-		_ = opened.close()
+		_ = opened.Close()
 	}
 	if err == nil {
 		e.log.Info("partition serving", "topic", spec.Name, "partition", index, "epoch", rec.Epoch)
@@ -711,7 +712,7 @@ func (e *Engine) claimFenceAt(dir, key, what, topicID string, index, epoch int32
 // openPartition opens the log under the leader epoch the fence step claimed
 // and rebuilds the producer state from the newest snapshot plus the log
 // after it.
-func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *states.Record) (*Partition, error) {
+func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *states.Record) (*dataplane.Partition, error) {
 	dir := states.PartitionDir(e.cfg.DataDir, spec.Name, index)
 	var previous []int32
 	if rec.FencedFrom != nil {
@@ -723,49 +724,46 @@ func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *
 		return nil, err
 	}
 	start := time.Now()
-	lg, err := partlog.Open(e.fsys, dir, partlog.Config{
-		Epoch:              epoch,
-		SegmentBytes:       spec.ConfigInt("segment.bytes"),
-		SegmentAge:         time.Duration(spec.ConfigInt("segment.ms")) * time.Millisecond,
-		MaxBatchBytes:      int32(spec.ConfigInt("max.message.bytes")),
-		LogAppendTime:      spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
-		CheckpointInterval: e.cfg.CheckpointInterval,
-		PreviousEpochs:     previous,
-		Now:                e.cfg.Now,
-		Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
-	}, e.logOptions()...)
+	limits := logLimits(spec)
+	p, rc, err := dataplane.Open(e.fsys, dir, dataplane.OpenOptions{
+		Topic: spec.Name, Index: index, TopicID: spec.ID,
+		Log: partlog.Config{
+			Epoch:              epoch,
+			SegmentBytes:       limits.SegmentBytes,
+			SegmentAge:         limits.SegmentAge,
+			MaxBatchBytes:      limits.MaxBatchBytes,
+			LogAppendTime:      limits.LogAppendTime,
+			CheckpointInterval: e.cfg.CheckpointInterval,
+			PreviousEpochs:     previous,
+			Now:                e.cfg.Now,
+			Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
+		},
+		LogOptions:      e.logOptions(),
+		MaxProducers:    e.cfg.MaxProducersPerPartition,
+		ExpireProducers: e.cfg.ProducerIDExpiration,
+		Now:             e.cfg.Now,
+		OnFailure:       e.partitionFailed,
+		OnClosed:        e.releaseOpenSlot,
+		Logger:          e.log.WithValues("topic", spec.Name, "partition", index),
+	})
 	if err != nil {
-		e.releaseOpenSlot()
-		return nil, fmt.Errorf("open log: %w", err)
-	}
-	opened := time.Since(start)
-	ps, replayed, err := loadProducerState(e.fsys, dir, lg, e.cfg.MaxProducersPerPartition)
-	if err != nil {
-		_ = lg.Close()
 		e.releaseOpenSlot()
 		return nil, err
 	}
-	p := &Partition{Topic: spec.Name, Index: index, TopicID: spec.ID, fsys: e.fsys, dir: dir, log: lg,
-		producers: ps, onFailure: e.partitionFailed, onClosed: e.releaseOpenSlot,
-		expireProducers: e.cfg.ProducerIDExpiration, now: e.cfg.Now,
-		logger: e.log.WithValues("topic", spec.Name, "partition", index)}
-	p.mu.Lock()
-	p.expireProducersLocked()
-	p.mu.Unlock()
 	e.log.V(1).Info("partition recovered", "topic", spec.Name, "partition", index, "epoch", epoch,
-		"logStart", lg.LogStartOffset(), "logEnd", lg.LogEndOffset(), "openTime", opened,
-		"producerReplayBatches", replayed, "totalTime", time.Since(start))
+		"logStart", p.Log().LogStartOffset(), "logEnd", p.Log().LogEndOffset(), "openTime", rc.LogOpen,
+		"producerReplayBatches", rc.ReplayedBatches, "totalTime", time.Since(start))
 	return p, nil
 }
 
-func (e *Engine) partitionFailed(p *Partition) {
+func (e *Engine) partitionFailed(p *dataplane.Partition) {
 	e.requestReopen(p)
 	e.queue.Add(topicKey(p.Topic))
 }
 
 // requestReopen asks the controller (through the heartbeat) for a new
 // leader epoch for a partition whose log failed.
-func (e *Engine) requestReopen(p *Partition) {
+func (e *Engine) requestReopen(p *dataplane.Partition) {
 	e.askReopen(openKey(p.Topic, p.Index, p.TopicID), p.TopicID, p.Index, p.Epoch())
 }
 
@@ -784,7 +782,7 @@ func (e *Engine) pendingReopen(topicID, name string, index int32) (reopenRequest
 	return r, ok
 }
 
-func (e *Engine) servingPartition(name, id string, index int32) *Partition {
+func (e *Engine) servingPartition(name, id string, index int32) *dataplane.Partition {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	t := e.topics[name]
@@ -794,7 +792,7 @@ func (e *Engine) servingPartition(name, id string, index int32) *Partition {
 	return t.parts[index]
 }
 
-func (e *Engine) publish(p *Partition) error {
+func (e *Engine) publish(p *dataplane.Partition) error {
 	e.mu.Lock()
 	t := e.topics[p.Topic]
 	if t == nil || t.spec.ID != p.TopicID || p.Index >= int32(len(t.parts)) {
@@ -807,7 +805,7 @@ func (e *Engine) publish(p *Partition) error {
 	return nil
 }
 
-func (e *Engine) unpublish(p *Partition) {
+func (e *Engine) unpublish(p *dataplane.Partition) {
 	e.mu.Lock()
 	if t := e.topics[p.Topic]; t != nil && p.Index < int32(len(t.parts)) && t.parts[p.Index] == p {
 		t.parts[p.Index] = nil
@@ -833,7 +831,7 @@ func (e *Engine) dropTopic(name, id string) error {
 	var errs []error
 	for _, p := range t.parts {
 		if p != nil {
-			errs = append(errs, p.close())
+			errs = append(errs, p.Close())
 		}
 	}
 	return errors.Join(errs...)
@@ -882,7 +880,7 @@ func (e *Engine) driveDelete(ctx context.Context, spec desired.TopicSpec) error 
 
 func (e *Engine) closeAll() error {
 	e.mu.Lock()
-	var parts []*Partition
+	var parts []*dataplane.Partition
 	for _, t := range e.topics {
 		for i, p := range t.parts {
 			if p != nil {
@@ -896,7 +894,7 @@ func (e *Engine) closeAll() error {
 	for _, p := range parts {
 		// A fenced log's final sync fails by design (a zombie that resumed
 		// and is stopped): the new owner has the partition.
-		if err := p.close(); err != nil && !errors.Is(err, partlog.ErrFenced) {
+		if err := p.Close(); err != nil && !errors.Is(err, partlog.ErrFenced) {
 			errs = append(errs, err)
 		}
 	}
@@ -1036,7 +1034,7 @@ func (e *Engine) putTopicLocked(t *topic) {
 }
 
 // Partition returns a partition this broker serves.
-func (e *Engine) Partition(name string, index int32) (*Partition, error) {
+func (e *Engine) Partition(name string, index int32) (*dataplane.Partition, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	t := e.topics[name]

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
@@ -112,7 +113,7 @@ func mustServing(t *testing.T, ctx context.Context, e *Engine, name string) {
 	}
 }
 
-func mustPartition(t *testing.T, e *Engine, name string, idx int32) *Partition {
+func mustPartition(t *testing.T, e *Engine, name string, idx int32) *dataplane.Partition {
 	t.Helper()
 	p, err := e.Partition(name, idx)
 	if err != nil {
@@ -121,7 +122,7 @@ func mustPartition(t *testing.T, e *Engine, name string, idx int32) *Partition {
 	return p
 }
 
-func readAllFrom(t *testing.T, p *Partition) []byte {
+func readAllFrom(t *testing.T, p *dataplane.Partition) []byte {
 	t.Helper()
 	b, err := p.Log().Read(0, 64<<20, nil)
 	if err != nil {
@@ -341,7 +342,7 @@ func TestFsyncFailureReopensUnderHigherEpoch(t *testing.T) {
 	}
 	// The disk is back; the engine must reopen on its own.
 	fault.armed.Store(false)
-	var p2 *Partition
+	var p2 *dataplane.Partition
 	eventually(t, ctx, e.Engine, "partition reopened under a higher epoch", func() bool {
 		p, err := e.Partition("pay", 0)
 		if err != nil || p == p1 || p.Epoch() <= epoch1 {
@@ -430,7 +431,7 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 			end := p.Log().LogEndOffset()
 			fsys := volume.FS(mem)
 			if crash {
-				offs, err := snapshots(mem, p.dir)
+				offs, err := dataplane.SnapshotOffsets(mem, p.Dir())
 				if err != nil || len(offs) == 0 || offs[len(offs)-1] >= end {
 					t.Fatalf("want a roll snapshot below the log end %d to replay from, have %v (%v)", end, offs, err)
 				}
@@ -450,10 +451,10 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 					t.Fatalf("retry of producer %d seq %d: %+v, %v; want the original offset %d", s.pid, s.seq, res, err, s.base)
 				}
 			}
-			if _, err := p2.Produce(ctx, mk(pids[0], 0)); !errors.Is(err, ErrOutOfOrderSequence) {
+			if _, err := p2.Produce(ctx, mk(pids[0], 0)); !errors.Is(err, dataplane.ErrOutOfOrderSequence) {
 				t.Fatalf("retry of a batch older than the last five: %v, want ErrOutOfOrderSequence", err)
 			}
-			if _, err := p2.Produce(ctx, mk(pids[1], 9*3+1)); !errors.Is(err, ErrOutOfOrderSequence) {
+			if _, err := p2.Produce(ctx, mk(pids[1], 9*3+1)); !errors.Is(err, dataplane.ErrOutOfOrderSequence) {
 				t.Fatalf("gap after restart: %v", err)
 			}
 			res, err := p2.Produce(ctx, mk(pids[2], 9*3))

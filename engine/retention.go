@@ -2,10 +2,10 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
@@ -47,7 +47,7 @@ type RetentionStats struct {
 // servedPartition is a served partition with the spec it is served under.
 type servedPartition struct {
 	spec desired.TopicSpec
-	p    *Partition
+	p    *dataplane.Partition
 }
 
 // served lists the partitions this broker serves now.
@@ -91,7 +91,7 @@ func (e *Engine) retentionPass(ctx context.Context) RetentionStats {
 			continue
 		}
 		st.Partitions++
-		res, err := sp.p.enforceRetention(now, pol)
+		res, err := sp.p.EnforceRetention(now, pol)
 		st.Segments += res.Segments
 		st.Bytes += res.Bytes
 		if err != nil {
@@ -105,42 +105,14 @@ func (e *Engine) retentionPass(ctx context.Context) RetentionStats {
 	return st
 }
 
-// enforceRetention deletes the segments pol expires from the partition's
-// log and then the producer snapshots the new log start leaves behind
-// (all below it but the newest: Kafka keeps the producer state). A
-// released (closed) partition is skipped; a log that fails or finds itself
-// fenced is reported like a failed append, so the reconciler reopens it.
-func (p *Partition) enforceRetention(now time.Time, pol partlog.RetentionPolicy) (partlog.RetentionResult, error) {
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return partlog.RetentionResult{}, nil
+// logLimits returns the log limits a topic's configs set. Retention
+// configs are not among them: the retention pass reads them from the spec
+// each time.
+func logLimits(spec desired.TopicSpec) partlog.Limits {
+	return partlog.Limits{
+		SegmentBytes:  spec.ConfigInt("segment.bytes"),
+		SegmentAge:    time.Duration(spec.ConfigInt("segment.ms")) * time.Millisecond,
+		MaxBatchBytes: int32(spec.ConfigInt("max.message.bytes")),
+		LogAppendTime: spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
 	}
-	res, err := p.log.EnforceRetention(now, pol)
-	switch {
-	case errors.Is(err, partlog.ErrClosed):
-		return res, nil // released meanwhile
-	case err != nil:
-		if p.log.Err() != nil {
-			if p.onFailure != nil {
-				p.onFailure(p)
-			}
-		} else {
-			p.logger.Error(err, "retention pass failed; the next one retries")
-		}
-		return res, err
-	}
-	if res.Segments == 0 {
-		return res, nil
-	}
-	p.logger.V(1).Info("retention deleted segments", "segments", res.Segments, "bytes", res.Bytes,
-		"logStartOffset", res.LogStartOffset, "retentionMs", pol.Ms, "retentionBytes", pol.Bytes)
-	p.logStartMoved(res.LogStartOffset)
-	if err := pruneSnapshots(p.fsys, p.dir, res.LogStartOffset); err != nil {
-		// A leftover snapshot below the log start is never used; the next
-		// pass or snapshot removes it.
-		p.logger.V(1).Info("pruning producer snapshots below the log start failed", "err", err.Error())
-	}
-	return res, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/memfs"
@@ -64,13 +65,13 @@ func TestRetentionPolicyOf(t *testing.T) {
 }
 
 func TestLimitsOf(t *testing.T) {
-	got := limitsOf(desired.TopicSpec{Configs: map[string]string{"segment.bytes": "4096", "segment.ms": "1500",
+	got := logLimits(desired.TopicSpec{Configs: map[string]string{"segment.bytes": "4096", "segment.ms": "1500",
 		"max.message.bytes": "2000", "message.timestamp.type": "LogAppendTime"}})
 	want := partlog.Limits{SegmentBytes: 4096, SegmentAge: 1500 * time.Millisecond, MaxBatchBytes: 2000, LogAppendTime: true}
 	if got != want {
-		t.Fatalf("limitsOf = %+v, want %+v", got, want)
+		t.Fatalf("logLimits = %+v, want %+v", got, want)
 	}
-	if got := limitsOf(desired.TopicSpec{}); got.LogAppendTime || got.SegmentBytes != 1073741824 {
+	if got := logLimits(desired.TopicSpec{}); got.LogAppendTime || got.SegmentBytes != 1073741824 {
 		t.Fatalf("defaults: %+v", got)
 	}
 }
@@ -94,7 +95,7 @@ func TestRetentionPassBySize(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.waitSnapshot()
+	p.WaitSnapshot()
 	before := len(p.Log().Segments())
 	st := e.retentionPass(ctx)
 	if st.Segments == 0 || st.Failed != 0 || st.Partitions != 1 {
@@ -106,7 +107,7 @@ func TestRetentionPassBySize(t *testing.T) {
 	if size := p.Log().Size(); size < 8192 || size-p.Log().Segments()[0].Size >= 8192 {
 		t.Fatalf("log size %d after the pass: the first segment should have gone", size)
 	}
-	files, bytes := dirUsage(t, mem, p.dir)
+	files, bytes := dirUsage(t, mem, p.Dir())
 	if files != len(p.Log().Segments()) || bytes != p.Log().Size() {
 		t.Fatalf("%d segment files with %d bytes on the volume, the log has %d segments with %d", files, bytes, len(p.Log().Segments()), p.Log().Size())
 	}
@@ -117,8 +118,8 @@ func TestRetentionPassBySize(t *testing.T) {
 	if _, err := p.Log().Read(start-1, 1<<20, nil); !errors.Is(err, partlog.ErrOffsetOutOfRange) {
 		t.Fatalf("read below the log start: %v", err)
 	}
-	p.waitSnapshot()
-	offs, err := snapshots(mem, p.dir)
+	p.WaitSnapshot()
+	offs, err := dataplane.SnapshotOffsets(mem, p.Dir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestRetentionPassByTimeKeepsProducerState(t *testing.T) {
 	}
 	old := time.Now().Add(-time.Hour).UnixMilli()
 	mk := func(seq int32) []byte { return partlogtest.MakeBatch(2, 300, old, pid, 0, seq) }
-	var last ProduceResult
+	var last dataplane.ProduceResult
 	for i := int32(0); i < 20; i++ {
 		if last, err = p.Produce(ctx, mk(i*2)); err != nil {
 			t.Fatal(err)
@@ -170,7 +171,7 @@ func TestRetentionPassByTimeKeepsProducerState(t *testing.T) {
 	if segs := p.Log().Segments(); len(segs) != 1 || segs[0].Size != 0 {
 		t.Fatalf("segments after expiring everything: %+v", segs)
 	}
-	if files, bytes := dirUsage(t, mem, p.dir); files != 1 || bytes != 0 {
+	if files, bytes := dirUsage(t, mem, p.Dir()); files != 1 || bytes != 0 {
 		t.Fatalf("%d segment files, %d bytes left", files, bytes)
 	}
 	// The retry of the last batch is still a duplicate, before and after
@@ -178,7 +179,7 @@ func TestRetentionPassByTimeKeepsProducerState(t *testing.T) {
 	if res, err := p.Produce(ctx, mk(19*2)); err != nil || res.BaseOffset != last.BaseOffset {
 		t.Fatalf("retry after retention: %+v, %v; want offset %d", res, err, last.BaseOffset)
 	}
-	p.waitSnapshot()
+	p.WaitSnapshot()
 	e.stop(t)
 	e2 := startRetentionEngine(t, mem)
 	mustServing(t, ctx, e2.Engine, "timed")
@@ -227,7 +228,7 @@ func TestPartitionDeleteRecordsBefore(t *testing.T) {
 	if start, err := p.DeleteRecordsBefore(-1); err != nil || start != hw {
 		t.Fatalf("DeleteRecordsBefore(-1) = %d, %v; want %d", start, err, hw)
 	}
-	p.waitSnapshot()
+	p.WaitSnapshot()
 	e.stop(t)
 	e2 := startRetentionEngine(t, mem)
 	mustServing(t, ctx, e2.Engine, "dr")
@@ -255,7 +256,7 @@ func TestPartitionReconfigure(t *testing.T) {
 		t.Fatalf("%d segments", n)
 	}
 	spec.Configs = map[string]string{"segment.bytes": "2048", "message.timestamp.type": "LogAppendTime", "max.message.bytes": "1600"}
-	if err := p.reconfigure(spec); err != nil {
+	if err := p.Reconfigure(logLimits(spec)); err != nil {
 		t.Fatal(err)
 	}
 	res, err := p.Produce(ctx, b())
@@ -277,7 +278,7 @@ func TestPartitionReconfigure(t *testing.T) {
 		t.Fatalf("batch above the new max.message.bytes: %v", err)
 	}
 	spec.Configs = map[string]string{"segment.bytes": "-5"}
-	if err := p.reconfigure(spec); err == nil {
+	if err := p.Reconfigure(logLimits(spec)); err == nil {
 		t.Fatal("a negative segment.bytes was applied")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/engine/txns"
 )
@@ -179,7 +180,7 @@ func (e *Engine) WriteLocalMarker(ctx context.Context, producerID int64, epoch i
 		return err
 	}
 	err = p.WriteMarker(ctx, producerID, epoch, commit, coordinatorEpoch)
-	if errors.Is(err, ErrInvalidProducerEpoch) {
+	if errors.Is(err, dataplane.ErrInvalidProducerEpoch) {
 		// A newer epoch of the producer has written here since: this
 		// transaction's end is already behind it (Kafka's coordinator
 		// stops retrying such a marker too).

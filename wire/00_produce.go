@@ -56,13 +56,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume/partlog"
 	"github.com/kaas-dev/kaas/volume/records"
 )
 
 type pendingSync struct {
-	part *engine.Partition
+	part *dataplane.Partition
 	last int64
 	rp   *kmsg.ProduceResponseTopicPartition
 }
@@ -110,7 +111,7 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 				continue
 			}
 			last, first, err := appendBatch(part, rp.Records, req.Version, req.TransactionID != nil, limit)
-			var unverified *engine.TxnUnverifiedError
+			var unverified *dataplane.TxnUnverifiedError
 			if errors.As(err, &unverified) {
 				// The transaction's first batch here: verify, then append
 				// again. On the read path, so this connection's appends
@@ -172,8 +173,8 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 // batch-level rules of Kafka's LogValidator for clients, then every record
 // (decompressed to at most limit bytes), before anything is appended. It
 // returns the batch's last offset and the append's result.
-func appendBatch(part *engine.Partition, recs []byte, version int16, transactional bool, limit int) (int64, engine.ProduceResult, error) {
-	var res engine.ProduceResult
+func appendBatch(part *dataplane.Partition, recs []byte, version int16, transactional bool, limit int) (int64, dataplane.ProduceResult, error) {
+	var res dataplane.ProduceResult
 	b, err := onlyBatch(recs, version)
 	if err != nil {
 		return 0, res, err
@@ -181,11 +182,11 @@ func appendBatch(part *engine.Partition, recs []byte, version int16, transaction
 	h := b.Header()
 	switch {
 	case !transactional && h.IsTransactional():
-		return 0, res, fmt.Errorf("%w: a transactional batch needs the produce request's transactional ID", engine.ErrInvalidRecord)
+		return 0, res, fmt.Errorf("%w: a transactional batch needs the produce request's transactional ID", dataplane.ErrInvalidRecord)
 	case h.IsControl():
-		return 0, res, fmt.Errorf("%w: clients may not write control batches", engine.ErrInvalidRecord)
+		return 0, res, fmt.Errorf("%w: clients may not write control batches", dataplane.ErrInvalidRecord)
 	case h.ProducerID >= 0 && h.BaseSequence < 0:
-		return 0, res, fmt.Errorf("%w: sequence %d in a batch of producer ID %d", engine.ErrInvalidRecord, h.BaseSequence, h.ProducerID)
+		return 0, res, fmt.Errorf("%w: sequence %d in a batch of producer ID %d", dataplane.ErrInvalidRecord, h.BaseSequence, h.ProducerID)
 	case h.LogAppendTime():
 		return 0, res, &codedError{code: kerr.InvalidTimestamp.Code, err: errors.New("producers may not set the timestamp type to LogAppendTime")}
 	case h.Compression() == codecZstd && version < 7:
@@ -243,7 +244,7 @@ func invalidAcksResponse(c *conn, req *kmsg.ProduceRequest, resp *kmsg.ProduceRe
 // verifyTxn asks the transaction's coordinator whether topic/partition is
 // in the producer's ongoing transaction, and turns its answer into the
 // error a produce answers.
-func (c *conn) verifyTxn(txnID string, u *engine.TxnUnverifiedError, topic string, partition int32) error {
+func (c *conn) verifyTxn(txnID string, u *dataplane.TxnUnverifiedError, topic string, partition int32) error {
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
 	err := c.s.eng.VerifyTxn(ctx, txnID, u.ProducerID, u.ProducerEpoch, topic, partition)
@@ -283,10 +284,10 @@ func onlyBatch(recs []byte, version int16) (partlog.Checked, error) {
 	}
 	switch rse.Fault {
 	case partlog.NoBatch:
-		return b, fmt.Errorf("%w: produce requests with version %d must have at least one record batch per partition", engine.ErrInvalidRecord, version)
+		return b, fmt.Errorf("%w: produce requests with version %d must have at least one record batch per partition", dataplane.ErrInvalidRecord, version)
 	case partlog.OtherMagic:
-		return b, fmt.Errorf("%w: produce requests with version %d are only allowed to contain record batches with magic version 2, got magic %d", engine.ErrInvalidRecord, version, uint8(rse.Magic))
+		return b, fmt.Errorf("%w: produce requests with version %d are only allowed to contain record batches with magic version 2, got magic %d", dataplane.ErrInvalidRecord, version, uint8(rse.Magic))
 	default:
-		return b, fmt.Errorf("%w: produce requests with version %d are only allowed to contain exactly one record batch per partition", engine.ErrInvalidRecord, version)
+		return b, fmt.Errorf("%w: produce requests with version %d are only allowed to contain exactly one record batch per partition", dataplane.ErrInvalidRecord, version)
 	}
 }

@@ -58,7 +58,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
@@ -111,10 +111,10 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 // append that lands after the read still wakes it.
 type fetchWatch struct {
 	wake    chan struct{}
-	watched []*engine.Partition
+	watched []*dataplane.Partition
 }
 
-func (w *fetchWatch) add(p *engine.Partition) {
+func (w *fetchWatch) add(p *dataplane.Partition) {
 	if w == nil || slices.Contains(w.watched, p) {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
@@ -28,7 +29,7 @@ func errorCode(err error) int16 {
 		return ce.code
 	case errors.Is(err, engine.ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code
-	case errors.Is(err, engine.ErrNotServing), errors.Is(err, engine.ErrPartitionClosed):
+	case errors.Is(err, engine.ErrNotServing), errors.Is(err, dataplane.ErrPartitionClosed):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, engine.ErrNotCoordinator):
 		return kerr.NotCoordinator.Code
@@ -46,15 +47,15 @@ func errorCode(err error) int16 {
 		return kerr.InvalidConfig.Code
 	case errors.Is(err, desired.ErrTopicManaged), errors.Is(err, engine.ErrPartitionBudget):
 		return kerr.PolicyViolation.Code
-	case errors.Is(err, engine.ErrOutOfOrderSequence):
+	case errors.Is(err, dataplane.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
-	case errors.Is(err, engine.ErrInvalidProducerEpoch):
+	case errors.Is(err, dataplane.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, engine.ErrInvalidTxnState):
+	case errors.Is(err, dataplane.ErrInvalidTxnState):
 		return kerr.InvalidTxnState.Code
-	case errors.Is(err, engine.ErrTxnCoordinatorFenced):
+	case errors.Is(err, dataplane.ErrTxnCoordinatorFenced):
 		return kerr.TransactionCoordinatorFenced.Code
-	case errors.Is(err, engine.ErrInvalidRecord):
+	case errors.Is(err, dataplane.ErrInvalidRecord):
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, partlog.ErrBatchTooLarge):
 		return kerr.MessageTooLarge.Code

@@ -3,7 +3,7 @@ package wire
 import (
 	"testing"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/volume/records/recordstest"
 )
 
@@ -60,7 +60,7 @@ func BenchmarkProduceMultiPartition(b *testing.B) {
 	const partitions = 8
 	br := startBroker(b, nil)
 	br.createTopic(b, "multi", partitions, map[string]string{"retention.bytes": "67108864", "segment.bytes": "16777216"})
-	parts := make([]*engine.Partition, partitions)
+	parts := make([]*dataplane.Partition, partitions)
 	batches := make([][]byte, partitions)
 	recs := recordstest.Text(10, 100)
 	for i := range parts {

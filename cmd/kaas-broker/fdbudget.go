@@ -27,7 +27,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/kaas-dev/kaas/engine"
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/groups"
 )
 
@@ -95,7 +95,7 @@ type budgetOptions struct {
 func (b *budgetOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&b.maxPartitionsPerBroker, "max-partitions-per-broker", 0,
 		fmt.Sprintf("partitions this broker holds open at most; CreateTopics/CreatePartitions beyond the live brokers' sum are refused (KAAS_MAX_PARTITIONS_PER_BROKER; 0: derived from the fd limit, (limit − %d − connections) / %d)", fdReserve, fdsPerPartition))
-	fs.IntVar(&b.maxProducersPerPartition, "max-producers-per-partition", engine.DefaultMaxProducersPerPartition,
+	fs.IntVar(&b.maxProducersPerPartition, "max-producers-per-partition", dataplane.DefaultMaxProducersPerPartition,
 		"producer IDs whose deduplication state a partition keeps; at the cap the least recently used idle one is evicted (KAAS_MAX_PRODUCERS_PER_PARTITION)")
 }
 

@@ -1,4 +1,9 @@
-package engine
+// Package dataplane is what a produce or fetch touches: the partitions this
+// broker leads, each an open log (volume/partlog) with its producer state
+// (idempotence and its bound), the transactions open at it, and the
+// retention its owner enforces. The engine opens, routes and releases partitions;
+// once the routing table has found them, produce and fetch go straight to them.
+package dataplane
 
 import (
 	"context"
@@ -9,7 +14,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
@@ -68,6 +72,9 @@ var (
 
 // Log exposes the partition's log for reads.
 func (p *Partition) Log() *partlog.Log { return p.log }
+
+// Dir is the partition's directory on the volume.
+func (p *Partition) Dir() string { return p.dir }
 
 // Epoch is the leader epoch this broker holds the partition at.
 func (p *Partition) Epoch() int32 { return p.log.Epoch() }
@@ -198,8 +205,9 @@ func (p *Partition) writePendingSnapshot(synced int64) {
 	p.mu.Unlock()
 }
 
-// waitSnapshot waits for a snapshot being written (tests).
-func (p *Partition) waitSnapshot() { p.producers.snapWG.Wait() }
+// WaitSnapshot waits for a producer snapshot being written in the
+// background, if any.
+func (p *Partition) WaitSnapshot() { p.producers.snapWG.Wait() }
 
 // Sync waits until offset is durable and the fence re-checked (shared with
 // concurrent produce requests: group commit). The first Sync to cover a
@@ -259,7 +267,7 @@ func (p *Partition) Produce(ctx context.Context, batch []byte) (ProduceResult, e
 }
 
 // close snapshots producer state and closes the log's handles.
-func (p *Partition) close() error {
+func (p *Partition) Close() error {
 	ps := p.producers
 	p.mu.Lock()
 	if p.closed {
@@ -354,22 +362,11 @@ func (p *Partition) logStartMoved(start int64) {
 	}
 }
 
-// limitsOf returns the log limits a topic's configs set.
-func limitsOf(spec desired.TopicSpec) partlog.Limits {
-	return partlog.Limits{
-		SegmentBytes:  spec.ConfigInt("segment.bytes"),
-		SegmentAge:    time.Duration(spec.ConfigInt("segment.ms")) * time.Millisecond,
-		MaxBatchBytes: int32(spec.ConfigInt("max.message.bytes")),
-		LogAppendTime: spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
-	}
-}
-
-// reconfigure applies the topic's segment.bytes, segment.ms,
-// max.message.bytes and message.timestamp.type to the open log: appends
-// after it see them. Nothing already written changes. Retention configs
-// need nothing here: the retention pass reads them from the spec each time.
-func (p *Partition) reconfigure(spec desired.TopicSpec) error {
-	if err := p.log.Reconfigure(limitsOf(spec)); err != nil {
+// Reconfigure applies new log limits (a topic's segment.bytes, segment.ms,
+// max.message.bytes and message.timestamp.type) to the open log: appends
+// after it see them. Nothing already written changes.
+func (p *Partition) Reconfigure(l partlog.Limits) error {
+	if err := p.log.Reconfigure(l); err != nil {
 		return fmt.Errorf("reconfigure %s/%d: %w", p.Topic, p.Index, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package engine
+package dataplane
 
 import (
 	"errors"
@@ -47,7 +47,7 @@ func TestProducerStateBoundedUnderPIDFlood(t *testing.T) {
 		t.Fatalf("batch of an evicted producer: offset %d (%v), want a new append at %d", res.BaseOffset, err, end)
 	}
 	// The snapshot written at close holds at most the cap.
-	if err := p.close(); err != nil {
+	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
 	files, _, err := listSnapshots(fsys, txnDir)

@@ -1,4 +1,4 @@
-package engine
+package dataplane
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func openTestPartition(t testing.TB, fsys volume.FS, epoch int32, segmentBytes i
 		t.Fatal(err)
 	}
 	p := &Partition{Topic: "t", fsys: fsys, dir: txnDir, log: lg, producers: ps, logger: logr.Discard()}
-	t.Cleanup(func() { _ = p.close() })
+	t.Cleanup(func() { _ = p.Close() })
 	return p, replayed
 }
 
@@ -565,7 +565,7 @@ func TestTxnStateSurvivesReopen(t *testing.T) {
 			mem := memfs.New()
 			p, _ := openTestPartition(t, mem, 1, 1024)
 			runTxnWorkload(t, p)
-			p.waitSnapshot()
+			p.WaitSnapshot()
 			want := viewOf(p)
 			if want.LSO == p.log.HighWatermark() || len(want.Aborted) == 0 {
 				t.Fatalf("the workload should leave an open transaction and aborted ones: %+v", want)
@@ -574,11 +574,11 @@ func TestTxnStateSurvivesReopen(t *testing.T) {
 			fsys := volume.FS(mem)
 			switch mode {
 			case "clean":
-				if err := p.close(); err != nil {
+				if err := p.Close(); err != nil {
 					t.Fatal(err)
 				}
 			case "crash":
-				offs, err := snapshots(mem, txnDir)
+				offs, err := SnapshotOffsets(mem, txnDir)
 				if err != nil || len(offs) == 0 || offs[len(offs)-1] >= end {
 					t.Fatalf("want a roll snapshot below the log end %d, have %v (%v)", end, offs, err)
 				}
@@ -707,14 +707,14 @@ func TestSnapshotWaitsForDurability(t *testing.T) {
 				seq += 4
 			}
 			rolledAt := p.log.LogEndOffset()
-			offs, err := snapshots(fsys, txnDir)
+			offs, err := SnapshotOffsets(fsys, txnDir)
 			if err != nil || len(offs) != 0 {
 				t.Fatalf("snapshots %v (%v) before the log below them is durable", offs, err)
 			}
 			if err := p.Sync(context.Background(), rolledAt-1); (err != nil) != fail {
 				t.Fatalf("sync: %v", err)
 			}
-			offs, err = snapshots(fsys, txnDir)
+			offs, err = SnapshotOffsets(fsys, txnDir)
 			if err != nil {
 				t.Fatal(err)
 			}

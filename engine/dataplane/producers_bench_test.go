@@ -1,4 +1,4 @@
-package engine
+package dataplane
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func BenchmarkPartitionAppend(b *testing.B) {
 				b.Fatal(err)
 			}
 			p := &Partition{Topic: "b", fsys: volume.OS(), dir: dir, log: lg, producers: newProducerState(), logger: logr.Discard()}
-			defer p.close()
+			defer p.Close()
 			const n = 16
 			nProd := 1000
 			if kind == "plain" {
@@ -226,7 +226,7 @@ func BenchmarkProducerStateRebuild(b *testing.B) {
 		b.ReportMetric(float64(replayed), "batches-replayed")
 	}
 	b.Run("snapshot", func(b *testing.B) {
-		offs, err := snapshots(fsys, dir)
+		offs, err := SnapshotOffsets(fsys, dir)
 		if err != nil || len(offs) == 0 {
 			b.Fatalf("no snapshot to open from: %v", err)
 		}
@@ -255,7 +255,7 @@ func BenchmarkLastStableOffset(b *testing.B) {
 		b.Fatal(err)
 	}
 	p := &Partition{Topic: "b", fsys: volume.OS(), dir: dir, log: lg, producers: newProducerState(), logger: logr.Discard()}
-	defer p.close()
+	defer p.Close()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		lso := p.LastStableOffset()

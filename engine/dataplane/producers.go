@@ -1,4 +1,4 @@
-package engine
+package dataplane
 
 import (
 	"cmp"
@@ -515,8 +515,9 @@ func listSnapshots(fsys volume.FS, dir string) (files []snapshotFile, legacy []s
 	return files, legacy, nil
 }
 
-// snapshots lists the snapshot offsets in dir, ascending.
-func snapshots(fsys volume.FS, dir string) ([]int64, error) {
+// SnapshotOffsets lists the producer snapshot offsets in a partition
+// directory, ascending.
+func SnapshotOffsets(fsys volume.FS, dir string) ([]int64, error) {
 	files, _, err := listSnapshots(fsys, dir)
 	if err != nil {
 		return nil, err
