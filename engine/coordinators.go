@@ -394,13 +394,10 @@ type topicTable struct{ e *Engine }
 
 // TopicID is the incarnation this broker routes: no I/O, no view built.
 func (t topicTable) TopicID(name string) ([16]byte, bool) {
-	t.e.mu.RLock()
-	tp := t.e.topics[name]
 	var id string
-	if tp != nil && !tp.spec.Deleted {
-		id = tp.spec.ID
+	if spec, ok := t.e.routes.spec(name); ok && !spec.Deleted {
+		id = spec.ID
 	}
-	t.e.mu.RUnlock()
 	return parseTopicID(id)
 }
 

@@ -66,9 +66,10 @@ func (e *Engine) Describe() BrokerStatus {
 		}
 		st.CoordinatorShards = append(st.CoordinatorShards, ss)
 	}
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	for _, v := range e.sortedTopicsLocked() {
+	for _, v := range e.routes.all() {
+		if v.spec.Deleted {
+			continue
+		}
 		ts := TopicStatus{Name: v.spec.Name, ID: v.spec.ID, Configs: v.spec.Configs}
 		for i, p := range v.parts {
 			ps := PartitionStatus{Partition: int32(i), LeaderEpoch: -1}
@@ -95,19 +96,4 @@ func (e *Engine) Describe() BrokerStatus {
 		st.Topics = append(st.Topics, ts)
 	}
 	return st
-}
-
-func (e *Engine) sortedTopicsLocked() []*topic {
-	out := make([]*topic, 0, len(e.topics))
-	for _, t := range e.topics {
-		if !t.spec.Deleted {
-			out = append(out, t)
-		}
-	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].spec.Name < out[j-1].spec.Name; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }

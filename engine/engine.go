@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"math"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,11 +118,7 @@ type Engine struct {
 	clusterID string
 	owner     string
 
-	mu     sync.RWMutex
-	topics map[string]*topic
-	// topicIDs indexes topics by topic ID (TopicByID, fetches by ID);
-	// guarded by mu, kept by putTopicLocked and dropTopic.
-	topicIDs map[string]string
+	routes *routingTable
 
 	changeMu sync.Mutex
 	changeCh chan struct{}
@@ -182,11 +177,6 @@ type Engine struct {
 	negative NegativeControls // WithNegativeControls: off in production
 }
 
-type topic struct {
-	spec  desired.TopicSpec
-	parts []*dataplane.Partition // nil where not serving
-}
-
 // New prepares an engine on the volume: the cluster directory and the
 // cluster ID exist when it returns. Run starts reconciling. Options are
 // for tests only (negative.go).
@@ -234,8 +224,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		queue:    NewQueue[Key](cfg.Now, 100*time.Millisecond, maxRetryDelay),
 		pids:     NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
 		owner:    "broker-" + strconv.Itoa(int(cfg.BrokerID)),
-		topics:   map[string]*topic{},
-		topicIDs: map[string]string{},
+		routes:   newRoutingTable(),
 		changeCh: make(chan struct{}),
 
 		incarnation: uuid.NewString(),
@@ -277,7 +266,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	for _, s := range specs {
 		if !s.Deleted {
-			e.putTopicLocked(&topic{spec: s, parts: make([]*dataplane.Partition, s.Partitions)})
+			e.routes.upsert(s)
 		}
 		e.queue.Add(topicKey(s.Name))
 	}
@@ -396,13 +385,11 @@ func (e *Engine) resync() {
 		seen[s.Name] = true
 		e.queue.Add(topicKey(s.Name))
 	}
-	e.mu.RLock()
-	for name := range e.topics {
+	for _, name := range e.routes.names() {
 		if !seen[name] {
 			e.queue.Add(topicKey(name))
 		}
 	}
-	e.mu.RUnlock()
 }
 
 // reconcileTopic drives one topic toward its desired state (KindTopic).
@@ -520,33 +507,7 @@ func (e *Engine) release(spec desired.TopicSpec, index int32) error {
 // upsertTopic installs spec in the routing table. A different ID under the
 // same name is a new incarnation: the old one's partitions are closed.
 func (e *Engine) upsertTopic(spec desired.TopicSpec) error {
-	e.mu.Lock()
-	t := e.topics[spec.Name]
-	var stale, served []*dataplane.Partition
-	switch {
-	case t == nil:
-		e.putTopicLocked(&topic{spec: spec, parts: make([]*dataplane.Partition, spec.Partitions)})
-	case t.spec.ID != spec.ID:
-		stale = t.parts
-		e.putTopicLocked(&topic{spec: spec, parts: make([]*dataplane.Partition, spec.Partitions)})
-	case spec.Generation < t.spec.Generation:
-		// A spec read before a newer one was installed (a reconcile that
-		// raced an admin change here): keep the newer one.
-	default:
-		// Level-triggered: every served partition is given the spec, not
-		// only when it changed, so that a partition opened from an older
-		// spec while the change was installed converges too.
-		t.spec = spec
-		for int32(len(t.parts)) < spec.Partitions {
-			t.parts = append(t.parts, nil)
-		}
-		for _, p := range t.parts {
-			if p != nil {
-				served = append(served, p)
-			}
-		}
-	}
-	e.mu.Unlock()
+	stale, served := e.routes.upsert(spec)
 	var errs []error
 	for _, p := range stale {
 		if p != nil {
@@ -783,49 +744,29 @@ func (e *Engine) pendingReopen(topicID, name string, index int32) (reopenRequest
 }
 
 func (e *Engine) servingPartition(name, id string, index int32) *dataplane.Partition {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	t := e.topics[name]
-	if t == nil || t.spec.ID != id || index >= int32(len(t.parts)) {
-		return nil
-	}
-	return t.parts[index]
+	return e.routes.serving(name, id, index)
 }
 
 func (e *Engine) publish(p *dataplane.Partition) error {
-	e.mu.Lock()
-	t := e.topics[p.Topic]
-	if t == nil || t.spec.ID != p.TopicID || p.Index >= int32(len(t.parts)) {
-		e.mu.Unlock()
-		return fmt.Errorf("topic %s incarnation %s is gone", p.Topic, p.TopicID)
+	if err := e.routes.publish(p); err != nil {
+		return err
 	}
-	t.parts[p.Index] = p
-	e.mu.Unlock()
 	e.broadcast()
 	return nil
 }
 
 func (e *Engine) unpublish(p *dataplane.Partition) {
-	e.mu.Lock()
-	if t := e.topics[p.Topic]; t != nil && p.Index < int32(len(t.parts)) && t.parts[p.Index] == p {
-		t.parts[p.Index] = nil
-	}
-	e.mu.Unlock()
+	e.routes.unpublish(p)
 	e.broadcast()
 }
 
 // dropTopic removes a topic from routing and closes its partitions. An empty
 // id drops whatever incarnation is there.
 func (e *Engine) dropTopic(name, id string) error {
-	e.mu.Lock()
-	t := e.topics[name]
-	if t == nil || (id != "" && t.spec.ID != id) {
-		e.mu.Unlock()
+	t, ok := e.routes.drop(name, id)
+	if !ok {
 		return nil
 	}
-	delete(e.topics, name)
-	delete(e.topicIDs, t.spec.ID)
-	e.mu.Unlock()
 	e.forgetOpens(name, t.spec.ID)
 	e.broadcast()
 	var errs []error
@@ -879,19 +820,8 @@ func (e *Engine) driveDelete(ctx context.Context, spec desired.TopicSpec) error 
 }
 
 func (e *Engine) closeAll() error {
-	e.mu.Lock()
-	var parts []*dataplane.Partition
-	for _, t := range e.topics {
-		for i, p := range t.parts {
-			if p != nil {
-				parts = append(parts, p)
-				t.parts[i] = nil
-			}
-		}
-	}
-	e.mu.Unlock()
 	var errs []error
-	for _, p := range parts {
+	for _, p := range e.routes.takeAll() {
 		// A fenced log's final sync fails by design (a zombie that resumed
 		// and is stopped): the new owner has the partition.
 		if err := p.Close(); err != nil && !errors.Is(err, partlog.ErrFenced) {
@@ -929,10 +859,10 @@ type TopicView struct {
 	Leaders []int32
 }
 
-// viewLocked needs e.mu held (read). A partition has a leader when its
+// view is a topic's routing view. A partition has a leader when its
 // assigned owner is live and serves it: this broker at the assigned epoch,
 // or another broker whose last heartbeat lists it open.
-func (e *Engine) viewLocked(t *topic) TopicView {
+func (e *Engine) view(t routedTopic) TopicView {
 	v := TopicView{Spec: t.spec, Epochs: make([]int32, len(t.parts)), Leaders: make([]int32, len(t.parts))}
 	e.clMu.RLock()
 	defer e.clMu.RUnlock()
@@ -959,95 +889,55 @@ func (e *Engine) viewLocked(t *topic) TopicView {
 
 // Topics lists live topics, sorted by name.
 func (e *Engine) Topics() []TopicView {
-	e.mu.RLock()
-	out := make([]TopicView, 0, len(e.topics))
-	for _, t := range e.topics {
+	all := e.routes.all()
+	out := make([]TopicView, 0, len(all))
+	for _, t := range all {
 		if !t.spec.Deleted {
-			out = append(out, e.viewLocked(t))
+			out = append(out, e.view(t))
 		}
 	}
-	e.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Name < out[j].Spec.Name })
 	return out
 }
 
 // Topic returns one live topic.
 func (e *Engine) Topic(name string) (TopicView, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	t := e.topics[name]
-	if t == nil || t.spec.Deleted {
+	t, ok := e.routes.topic(name)
+	if !ok {
 		return TopicView{}, false
 	}
-	return e.viewLocked(t), true
+	return e.view(t), true
 }
 
 // TopicPartitions returns a live topic's partition count, without building
 // its routing view (the offset-commit path checks every topic it names).
-func (e *Engine) TopicPartitions(name string) (int32, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	t := e.topics[name]
-	if t == nil || t.spec.Deleted {
-		return 0, false
-	}
-	return t.spec.Partitions, true
-}
+func (e *Engine) TopicPartitions(name string) (int32, bool) { return e.routes.partitions(name) }
 
 // TopicByID returns the live topic with this ID.
 func (e *Engine) TopicByID(id string) (TopicView, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if t := e.topicByIDLocked(id); t != nil {
-		return e.viewLocked(t), true
+	t, ok := e.routes.byID(id)
+	if !ok {
+		return TopicView{}, false
 	}
-	return TopicView{}, false
+	return e.view(t), true
 }
 
 // TopicName returns the name of the live topic whose incarnation has this
 // topic ID, without building its view (the fetch path's lookup by ID).
-func (e *Engine) TopicName(id string) (string, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if t := e.topicByIDLocked(id); t != nil {
-		return t.spec.Name, true
-	}
-	return "", false
-}
-
-func (e *Engine) topicByIDLocked(id string) *topic {
-	t := e.topics[e.topicIDs[id]]
-	if t == nil || t.spec.ID != id || t.spec.Deleted {
-		return nil
-	}
-	return t
-}
-
-// putTopicLocked installs t under its name, replacing (and unindexing)
-// another incarnation's entry. e.mu is held for writing.
-func (e *Engine) putTopicLocked(t *topic) {
-	if old := e.topics[t.spec.Name]; old != nil {
-		delete(e.topicIDs, old.spec.ID)
-	}
-	e.topics[t.spec.Name] = t
-	e.topicIDs[t.spec.ID] = t.spec.Name
-}
+func (e *Engine) TopicName(id string) (string, bool) { return e.routes.nameOf(id) }
 
 // Partition returns a partition this broker serves.
 func (e *Engine) Partition(name string, index int32) (*dataplane.Partition, error) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	t := e.topics[name]
-	if t == nil && desired.IsReservedTopic(name) {
-		return nil, fmt.Errorf("%w: cannot append to or fetch from internal topic %s: kaas keeps that state in its coordinator shards", desired.ErrInvalidTopic, name)
-	}
-	if t == nil || t.spec.Deleted || index < 0 || index >= int32(len(t.parts)) {
+	id, p, known := e.routes.route(name, index)
+	if !known {
+		if desired.IsReservedTopic(name) && !e.routes.has(name) {
+			return nil, fmt.Errorf("%w: cannot append to or fetch from internal topic %s: kaas keeps that state in its coordinator shards", desired.ErrInvalidTopic, name)
+		}
 		return nil, fmt.Errorf("%w: %s/%d", ErrUnknownTopic, name, index)
 	}
-	if p := t.parts[index]; p != nil {
+	if p != nil {
 		// Routing ownership: between an assignment and the reconciler's
 		// release, a partition assigned elsewhere is no longer served.
-		if o, mine, _ := e.ownerOf(t.spec.ID, index); mine && o.LeaderEpoch == p.Epoch() {
+		if o, mine, _ := e.ownerOf(id, index); mine && o.LeaderEpoch == p.Epoch() {
 			if !e.leaseHeld() {
 				return nil, fmt.Errorf("%w: %s/%d: this broker has not renewed its heartbeat within %s (slow or stalled volume); another broker may own the partition by now",
 					ErrNotServing, name, index, e.cfg.Lease-e.cfg.Lease/4)
@@ -1189,11 +1079,7 @@ func (e *Engine) DeleteTopic(name string) (desired.TopicSpec, error) {
 		e.log.Info("topic delete requested", "topic", name, "topicID", spec.ID)
 	}
 	// Stop routing at once; the machine closes the handles.
-	e.mu.Lock()
-	if t := e.topics[name]; t != nil && t.spec.ID == spec.ID {
-		t.spec.Deleted = true
-	}
-	e.mu.Unlock()
+	e.routes.markDeleted(name, spec.ID)
 	e.queue.Add(topicKey(name))
 	return spec, nil
 }
@@ -1249,20 +1135,18 @@ func (e *Engine) Ready() bool {
 // partitions assigned here are not served, and why (over the partition
 // budget, out of file descriptors, still opening or failing).
 func (e *Engine) Readiness() (bool, string) {
-	// The shards are copied before mu and clMu are taken: shardMu is
-	// never held while another engine lock is taken.
+	// Each table is read on its own (copies), never under another's lock.
 	e.shardMu.RLock()
 	shards := e.shards
 	e.shardMu.RUnlock()
-	e.mu.RLock()
-	defer e.mu.RUnlock()
+	topics := e.routes.all()
 	e.clMu.RLock()
 	defer e.clMu.RUnlock()
 	if e.assign == nil {
 		return false, "no partition assignment read yet"
 	}
 	var assigned, unserved, overBudget, noFDs int
-	for _, t := range e.topics {
+	for _, t := range topics {
 		if t.spec.Deleted {
 			continue
 		}

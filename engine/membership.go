@@ -189,15 +189,7 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 		e.log.Info("assignment file is not this controller's last write; rewriting it",
 			"controllerEpoch", epoch, "found", controllerEpochOf(onDisk))
 	}
-	e.mu.RLock()
-	stale := topicsToReconcile(specs, func(name string) (desired.TopicSpec, bool) {
-		t := e.topics[name]
-		if t == nil {
-			return desired.TopicSpec{}, false
-		}
-		return t.spec, true
-	})
-	e.mu.RUnlock()
+	stale := topicsToReconcile(specs, e.routes.spec)
 	for _, name := range stale {
 		defer e.queue.Add(topicKey(name))
 	}
@@ -292,12 +284,6 @@ func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
 	if prev != nil && reflect.DeepEqual(prev.Topics, a.Topics) {
 		return false
 	}
-	e.mu.RLock()
-	ids := make(map[string]string, len(e.topics))
-	for name, t := range e.topics {
-		ids[t.spec.ID] = name
-	}
-	e.mu.RUnlock()
 	unknown := prev == nil
 	changed := map[string]bool{}
 	for id, ps := range a.Topics {
@@ -308,7 +294,7 @@ func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
 			e.queue.Add(groupsKey)
 			continue
 		}
-		if name, ok := ids[id]; ok {
+		if name, ok := e.routes.anyNameOf(id); ok {
 			changed[name] = true
 		} else {
 			unknown = true
@@ -317,7 +303,7 @@ func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
 	if prev != nil {
 		for id := range prev.Topics {
 			if _, ok := a.Topics[id]; !ok {
-				if name, ok := ids[id]; ok {
+				if name, ok := e.routes.anyNameOf(id); ok {
 					changed[name] = true
 				}
 			}
@@ -394,15 +380,9 @@ func (e *Engine) openList() []string {
 		out = append(out, k)
 	}
 	e.clMu.RUnlock()
-	e.mu.RLock()
-	for _, t := range e.topics {
-		for i, p := range t.parts {
-			if p != nil {
-				out = append(out, openKey(t.spec.Name, int32(i), t.spec.ID))
-			}
-		}
+	for _, sp := range e.routes.served() {
+		out = append(out, openKey(sp.spec.Name, sp.p.Index, sp.spec.ID))
 	}
-	e.mu.RUnlock()
 	out = append(out, e.shardOpenList()...)
 	sort.Strings(out)
 	return slices.Compact(out)

@@ -40,15 +40,7 @@ var ErrPartitionBudget = errors.New("partition budget")
 // desiredPartitions counts the partitions of every live topic this broker
 // knows.
 func (e *Engine) desiredPartitions() int64 {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	var n int64
-	for _, t := range e.topics {
-		if !t.spec.Deleted {
-			n += int64(t.spec.Partitions)
-		}
-	}
-	return n
+	return e.routes.livePartitions()
 }
 
 // clusterPartitionBudget sums the budgets of the live brokers (this one

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/volume/partlog"
 )
@@ -44,27 +43,6 @@ type RetentionStats struct {
 	Failed     int   // partitions whose pass failed
 }
 
-// servedPartition is a served partition with the spec it is served under.
-type servedPartition struct {
-	spec desired.TopicSpec
-	p    *dataplane.Partition
-}
-
-// served lists the partitions this broker serves now.
-func (e *Engine) served() []servedPartition {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	var out []servedPartition
-	for _, t := range e.topics {
-		for _, p := range t.parts {
-			if p != nil {
-				out = append(out, servedPartition{spec: t.spec, p: p})
-			}
-		}
-	}
-	return out
-}
-
 // retentionPolicyOf returns the topic's retention policy, and false when
 // its cleanup.policy does not include delete.
 func retentionPolicyOf(spec desired.TopicSpec) (partlog.RetentionPolicy, bool) {
@@ -82,7 +60,7 @@ func retentionPolicyOf(spec desired.TopicSpec) (partlog.RetentionPolicy, bool) {
 func (e *Engine) retentionPass(ctx context.Context) RetentionStats {
 	var st RetentionStats
 	now := e.cfg.Now()
-	for _, sp := range e.served() {
+	for _, sp := range e.routes.served() {
 		if ctx.Err() != nil {
 			break
 		}

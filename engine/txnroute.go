@@ -76,14 +76,8 @@ func (e *Engine) brokerInfo(id int32) (BrokerInfo, error) {
 // partitionOwner returns the live broker that owns topic/index; known is
 // false if the topic does not exist (deleted).
 func (e *Engine) partitionOwner(topic string, index int32) (b BrokerInfo, known bool, err error) {
-	e.mu.RLock()
-	t := e.topics[topic]
-	var id string
-	if t != nil && !t.spec.Deleted && index >= 0 && index < int32(len(t.parts)) {
-		id = t.spec.ID
-	}
-	e.mu.RUnlock()
-	if id == "" {
+	id, _, known := e.routes.route(topic, index)
+	if !known {
 		return BrokerInfo{}, false, nil
 	}
 	o, _, ok := e.ownerOf(id, index)
