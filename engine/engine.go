@@ -134,12 +134,12 @@ type Engine struct {
 	elector     *cluster.Elector
 	areader     *cluster.AssignmentReader
 
-	clMu       sync.RWMutex // after mu when both are held
-	assign     *cluster.Assignment
-	live       []cluster.LiveBroker
-	controller int32
-	heartbeats map[int32]cluster.Heartbeat
-	reopen     map[string]reopenRequest // by openKey
+	// cview is the cluster as last read (clusterview.go): published by
+	// the cluster loop, read without a lock.
+	cview atomic.Pointer[clusterView]
+
+	clMu   sync.RWMutex
+	reopen map[string]reopenRequest // by openKey
 	// fenced records, by openKey, the leader epoch this incarnation last
 	// wrote into a partition's fence: only then may it open at an epoch
 	// equal to the fence (a retry of its own open).
@@ -228,8 +228,6 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		changeCh: make(chan struct{}),
 
 		incarnation: uuid.NewString(),
-		controller:  -1,
-		heartbeats:  map[int32]cluster.Heartbeat{},
 		reopen:      map[string]reopenRequest{},
 		fenced:      map[string]int32{},
 		opening:     map[string]bool{},
@@ -249,6 +247,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e.elector = cluster.NewElector(cluster.ElectorConfig{FS: e.fsys, ClusterDir: cfg.ClusterDir, BrokerID: cfg.BrokerID,
 		Incarnation: e.incarnation, Observer: e.obs, Log: cfg.Logger.WithName("elector")})
+	e.cview.Store(&clusterView{self: cfg.BrokerID, incarnation: e.incarnation, controller: -1})
 	e.areader = cluster.NewAssignmentReader(e.fsys, cfg.ClusterDir)
 	for _, d := range []string{cfg.DataDir, path.Join(cfg.DataDir, states.TopicsDir), cfg.ClusterDir, path.Join(cfg.ClusterDir, desired.SpecsDir)} {
 		if err := volume.MkdirAllSync(e.fsys, d); err != nil {
@@ -864,24 +863,18 @@ type TopicView struct {
 // or another broker whose last heartbeat lists it open.
 func (e *Engine) view(t routedTopic) TopicView {
 	v := TopicView{Spec: t.spec, Epochs: make([]int32, len(t.parts)), Leaders: make([]int32, len(t.parts))}
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
+	cv := e.clusterView()
 	for i, p := range t.parts {
 		v.Epochs[i], v.Leaders[i] = -1, -1
-		o, mine, ok := e.ownerOfLocked(t.spec.ID, int32(i))
+		o, mine, ok := cv.owner(t.spec.ID, int32(i))
 		switch {
 		case !ok:
 		case mine:
 			if p != nil && p.Epoch() == o.LeaderEpoch {
 				v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
 			}
-		default:
-			for _, b := range e.live {
-				if b.ID == o.Broker && (o.Incarnation == "" || o.Incarnation == b.Incarnation) &&
-					e.liveOpenLocked(b, openKey(t.spec.Name, int32(i), t.spec.ID)) {
-					v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
-				}
-			}
+		case cv.leader(o, openKey(t.spec.Name, int32(i), t.spec.ID)) >= 0:
+			v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
 		}
 	}
 	return v
@@ -1140,9 +1133,10 @@ func (e *Engine) Readiness() (bool, string) {
 	shards := e.shards
 	e.shardMu.RUnlock()
 	topics := e.routes.all()
+	cv := e.clusterView()
 	e.clMu.RLock()
 	defer e.clMu.RUnlock()
-	if e.assign == nil {
+	if cv.assign == nil {
 		return false, "no partition assignment read yet"
 	}
 	var assigned, unserved, overBudget, noFDs int
@@ -1151,7 +1145,7 @@ func (e *Engine) Readiness() (bool, string) {
 			continue
 		}
 		for i, p := range t.parts {
-			o, mine, _ := e.ownerOfLocked(t.spec.ID, int32(i))
+			o, mine, _ := cv.owner(t.spec.ID, int32(i))
 			if !mine {
 				continue
 			}
@@ -1169,7 +1163,7 @@ func (e *Engine) Readiness() (bool, string) {
 	}
 	shardsDown := 0
 	for i, s := range shards {
-		if o, mine, _ := e.ownerOfLocked(GroupsTopicID, int32(i)); mine && (s == nil || s.epoch != o.LeaderEpoch) {
+		if o, mine, _ := cv.owner(GroupsTopicID, int32(i)); mine && (s == nil || s.epoch != o.LeaderEpoch) {
 			shardsDown++
 		}
 	}

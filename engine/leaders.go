@@ -52,20 +52,19 @@ func (e *Engine) KnownTopic(name string) (TopicView, bool) {
 // as far as this broker has seen. A partition whose owner is not live waits
 // for the controller to move it, which takes a lease: not worth waiting.
 func (e *Engine) LeadersComing(v TopicView) bool {
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
-	if e.assign == nil {
+	cv := e.clusterView()
+	if cv.assign == nil {
 		return false
 	}
 	for i, l := range v.Leaders {
 		if l >= 0 {
 			continue
 		}
-		o, _, ok := e.ownerOfLocked(v.Spec.ID, int32(i))
+		o, _, ok := cv.owner(v.Spec.ID, int32(i))
 		if !ok {
 			return true
 		}
-		for _, b := range e.live {
+		for _, b := range cv.live {
 			if b.ID == o.Broker && (o.Incarnation == "" || o.Incarnation == b.Incarnation) {
 				return true
 			}

@@ -132,19 +132,19 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 	for _, hb := range hbs {
 		byID[hb.BrokerID] = hb
 	}
-	e.clMu.Lock()
-	changedMembers := !reflect.DeepEqual(e.live, live) || e.controller != st.Controller
-	e.live, e.controller = live, st.Controller
 	// Keep the latest heartbeat of each broker (a stale listing may omit
 	// one this round; its last one still describes it). A change in what
 	// another broker holds open changes topic views too (a partition now
 	// served there): waiters such as CreateTopics look again.
+	prev := e.updateClusterView(func(v *clusterView) {
+		v.live, v.controller = live, st.Controller
+		v.heartbeats = v.withHeartbeats(byID)
+	})
+	changedMembers := !reflect.DeepEqual(prev.live, live) || prev.controller != st.Controller
 	openChanged := false
 	for id, hb := range byID {
-		openChanged = openChanged || !slices.Equal(e.heartbeats[id].Open, hb.Open)
-		e.heartbeats[id] = hb
+		openChanged = openChanged || !slices.Equal(prev.heartbeats[id].Open, hb.Open)
 	}
-	e.clMu.Unlock()
 	if changedMembers || openChanged {
 		e.broadcast()
 	}
@@ -239,10 +239,9 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 // their current incarnation's heartbeats (entries "name/index@topicID#epoch").
 func (e *Engine) reopenAsks(live []cluster.LiveBroker) []reopenAsk {
 	var asks []reopenAsk
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
+	cv := e.clusterView()
 	for _, b := range live {
-		hb, ok := e.heartbeats[b.ID]
+		hb, ok := cv.heartbeats[b.ID]
 		if !ok || hb.Incarnation != b.Incarnation {
 			continue
 		}
@@ -277,10 +276,7 @@ func controllerEpochOf(a *cluster.Assignment) int32 {
 // applyAssignment installs a newly read assignment and enqueues the topics
 // whose owners changed. It reports whether any owner or epoch changed.
 func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
-	e.clMu.Lock()
-	prev := e.assign
-	e.assign = a
-	e.clMu.Unlock()
+	prev := e.updateClusterView(func(v *clusterView) { v.assign = a }).assign
 	if prev != nil && reflect.DeepEqual(prev.Topics, a.Topics) {
 		return false
 	}
@@ -320,31 +316,20 @@ func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
 }
 
 // ownerOf returns the assigned owner of a partition and whether it is this
-// broker (in this incarnation). ok is false until an assignment is read
-// or when it does not name the partition.
+// broker (in this incarnation), by the current cluster view.
 func (e *Engine) ownerOf(topicID string, index int32) (o cluster.PartitionOwner, mine, ok bool) {
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
-	return e.ownerOfLocked(topicID, index)
-}
-
-func (e *Engine) ownerOfLocked(topicID string, index int32) (o cluster.PartitionOwner, mine, ok bool) {
-	if e.assign == nil {
-		return o, false, false
-	}
-	o, ok = e.assign.Owner(topicID, index)
-	mine = ok && o.Broker == e.cfg.BrokerID && (o.Incarnation == "" || o.Incarnation == e.incarnation)
-	return o, mine, ok
+	return e.clusterView().owner(topicID, index)
 }
 
 // reopenList lists this broker's reopen requests that the assignment has
 // not answered yet, sorted, and forgets the answered ones.
 func (e *Engine) reopenList() []string {
+	cv := e.clusterView()
 	e.clMu.Lock()
 	defer e.clMu.Unlock()
 	var out []string
 	for k, r := range e.reopen {
-		o, mine, ok := e.ownerOfLocked(r.topicID, r.index)
+		o, mine, ok := cv.owner(r.topicID, r.index)
 		if ok && (!mine || o.LeaderEpoch != r.epoch) {
 			delete(e.reopen, k)
 			continue
@@ -361,15 +346,7 @@ type reopenRequest struct {
 }
 
 // assigned reports whether the assignment last read names the topic ID.
-func (e *Engine) assigned(topicID string) bool {
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
-	if e.assign == nil {
-		return false
-	}
-	_, ok := e.assign.Topics[topicID]
-	return ok
-}
+func (e *Engine) assigned(topicID string) bool { return e.clusterView().assigned(topicID) }
 
 // openList lists the partitions this broker holds open or is opening,
 // sorted.
@@ -401,43 +378,15 @@ func (e *Engine) openElsewhere(name, id string, partitions int32) int32 {
 // brokerListing returns a live broker other than this process whose
 // current heartbeat lists an open key that match accepts, or -1.
 func (e *Engine) brokerListing(match func(openKey string) bool) int32 {
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
-	for _, b := range e.live {
-		if b.ID == e.cfg.BrokerID && b.Incarnation == e.incarnation {
-			continue
-		}
-		hb, ok := e.heartbeats[b.ID]
-		if !ok || hb.Incarnation != b.Incarnation {
-			continue
-		}
-		for _, k := range hb.Open {
-			if match(k) {
-				return b.ID
-			}
-		}
-	}
-	return -1
-}
-
-// liveOpenLocked reports whether live broker id lists the partition open.
-func (e *Engine) liveOpenLocked(b cluster.LiveBroker, key string) bool {
-	hb, ok := e.heartbeats[b.ID]
-	if !ok || hb.Incarnation != b.Incarnation {
-		return false
-	}
-	i := sort.SearchStrings(hb.Open, key)
-	return i < len(hb.Open) && hb.Open[i] == key
+	return e.clusterView().listing(match)
 }
 
 // Brokers returns the live brokers, sorted by ID. Before the first round
 // it returns this broker alone.
 func (e *Engine) Brokers() []BrokerInfo {
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
 	var out []BrokerInfo
 	self := false
-	for _, b := range e.live {
+	for _, b := range e.clusterView().live {
 		bi := BrokerInfo{ID: b.ID, Zone: b.Zone, Self: b.ID == e.cfg.BrokerID}
 		self = self || bi.Self
 		if host, port, err := net.SplitHostPort(b.KafkaAddr); err == nil {
@@ -455,9 +404,7 @@ func (e *Engine) Brokers() []BrokerInfo {
 
 // ControllerID returns the current controller's broker ID, or -1.
 func (e *Engine) ControllerID() int32 {
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
-	return e.controller
+	return e.clusterView().controller
 }
 
 // ControllerFor returns the broker a client in zone should send controller
@@ -469,24 +416,13 @@ func (e *Engine) ControllerID() int32 {
 // not change, and the same answer from every broker); with no zone, or no
 // live broker in it, it gets the elected controller.
 func (e *Engine) ControllerFor(zone string) int32 {
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
+	cv := e.clusterView()
 	if zone != "" {
-		if id := cluster.Assign(e.clusterID, 0, e.live, zone); id >= 0 && e.zoneOfLocked(id) == zone {
+		if id := cluster.Assign(e.clusterID, 0, cv.live, zone); id >= 0 && cv.zoneOf(id) == zone {
 			return id
 		}
 	}
-	return e.controller
-}
-
-// zoneOfLocked returns the zone of live broker id.
-func (e *Engine) zoneOfLocked(id int32) string {
-	for _, b := range e.live {
-		if b.ID == id {
-			return b.Zone
-		}
-	}
-	return ""
+	return cv.controller
 }
 
 // isController reports whether this broker is the controller now.

@@ -37,23 +37,18 @@ func (e *Engine) OffsetsTopicView() TopicView {
 		Epochs:  make([]int32, groups.Shards),
 		Leaders: make([]int32, groups.Shards),
 	}
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
+	cv := e.clusterView()
 	for i := range int32(groups.Shards) {
 		v.Epochs[i], v.Leaders[i] = -1, -1
-		o, mine, ok := e.ownerOfLocked(GroupsTopicID, i)
+		o, mine, ok := cv.owner(GroupsTopicID, i)
 		switch {
 		case !ok:
 		case mine:
 			if shards[i] != nil && shards[i].epoch == o.LeaderEpoch && shards[i].store.Err() == nil {
 				v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
 			}
-		default:
-			for _, b := range e.live {
-				if b.ID == o.Broker && (o.Incarnation == "" || o.Incarnation == b.Incarnation) && e.liveOpenLocked(b, shardKey(i)) {
-					v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
-				}
-			}
+		case cv.leader(o, shardKey(i)) >= 0:
+			v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
 		}
 	}
 	return v

@@ -49,14 +49,13 @@ func (e *Engine) desiredPartitions() int64 {
 func (e *Engine) clusterPartitionBudget() (capacity int64, brokers int, perBroker int64) {
 	own := int64(e.cfg.MaxPartitionsPerBroker)
 	capacity, brokers, perBroker = own, 1, own
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
-	for _, b := range e.live {
+	cv := e.clusterView()
+	for _, b := range cv.live {
 		if b.ID == e.cfg.BrokerID {
 			continue
 		}
 		budget := own
-		if hb, ok := e.heartbeats[b.ID]; ok && hb.MaxPartitions > 0 {
+		if hb, ok := cv.heartbeats[b.ID]; ok && hb.MaxPartitions > 0 {
 			budget = int64(hb.MaxPartitions)
 		}
 		if budget != perBroker {

@@ -90,10 +90,14 @@ func TestClusterPartitionBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, id := range c.live {
-				e.live = append(e.live, cluster.LiveBroker{ID: id})
-				e.heartbeats[id] = cluster.Heartbeat{BrokerID: id, MaxPartitions: c.budgets[id]}
-			}
+			e.updateClusterView(func(v *clusterView) {
+				hbs := map[int32]cluster.Heartbeat{}
+				for _, id := range c.live {
+					v.live = append(v.live, cluster.LiveBroker{ID: id})
+					hbs[id] = cluster.Heartbeat{BrokerID: id, MaxPartitions: c.budgets[id]}
+				}
+				v.heartbeats = hbs
+			})
 			capacity, brokers, per := e.clusterPartitionBudget()
 			if capacity != c.capacity || brokers != c.brokers || per != c.per {
 				t.Fatalf("capacity %d on %d brokers (per broker %d), want %d on %d (%d)", capacity, brokers, per, c.capacity, c.brokers, c.per)
@@ -101,8 +105,10 @@ func TestClusterPartitionBudget(t *testing.T) {
 		})
 	}
 	e, _ := New(budgetConfig(memfs.New(), 10))
-	e.live = []cluster.LiveBroker{{ID: 1}, {ID: 2}}
-	e.heartbeats[2] = cluster.Heartbeat{BrokerID: 2, MaxPartitions: 30}
+	e.updateClusterView(func(v *clusterView) {
+		v.live = []cluster.LiveBroker{{ID: 1}, {ID: 2}}
+		v.heartbeats = map[int32]cluster.Heartbeat{2: {BrokerID: 2, MaxPartitions: 30}}
+	})
 	_, err := e.CreateTopic(CreateTopicRequest{Name: "x", Partitions: 41})
 	if !errors.Is(err, ErrPartitionBudget) || !strings.Contains(err.Error(), "would make 41 on 2 live brokers, which hold at most 40 together") {
 		t.Fatalf("41 partitions on brokers of 10 and 30: %v", err)
