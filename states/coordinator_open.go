@@ -37,9 +37,9 @@ var CoordinatorOpen = Definition{
 	End:     "serving",
 	Steps: []Step{
 		{From: "pending", Event: "make-dir", To: "dir-ready"},
-		{From: "dir-ready", Event: "fence", To: "fenced"},
-		{From: "fenced", Event: "load", To: "loaded"},
-		{From: "loaded", Event: "serve", To: "serving"},
+		{From: "dir-ready", Event: "fence", To: "fenced", Host: true},
+		{From: "fenced", Event: "load", To: "loaded", Host: true},
+		{From: "loaded", Event: "serve", To: "serving", Host: true},
 	},
 	Resumes: map[string]ResumeRule{
 		"fenced":  {Means: Claimed, From: "dir-ready"},

@@ -38,7 +38,7 @@ var DirectoryReclaim = Definition{
 	Initial: "requested",
 	End:     "reclaimed",
 	Steps: []Step{
-		{From: "requested", Event: "release", To: "released"},
+		{From: "requested", Event: "release", To: "released", Host: true},
 		{From: "released", Event: "rename-aside", To: "renamed"},
 		{From: "renamed", Event: "purge", To: "reclaimed"},
 	},

@@ -42,9 +42,9 @@ var PartitionOpen = Definition{
 	Steps: []Step{
 		{From: "pending", Event: "make-dir", To: "dir-ready"},
 		{From: "dir-ready", Event: "stamp", To: "stamped"},
-		{From: "stamped", Event: "fence", To: "fenced"},
-		{From: "fenced", Event: "recover", To: "recovered"},
-		{From: "recovered", Event: "serve", To: "serving"},
+		{From: "stamped", Event: "fence", To: "fenced", Host: true},
+		{From: "fenced", Event: "recover", To: "recovered", Host: true},
+		{From: "recovered", Event: "serve", To: "serving", Host: true},
 	},
 	Resumes: map[string]ResumeRule{
 		// A reclaim of another incarnation's directory may have moved it

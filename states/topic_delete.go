@@ -28,10 +28,10 @@ var TopicDelete = Definition{
 	Initial: "requested",
 	End:     "deleted",
 	Steps: []Step{
-		{From: "requested", Event: "release", To: "released"},
+		{From: "requested", Event: "release", To: "released", Host: true},
 		{From: "released", Event: "rename-aside", To: "renamed"},
 		{From: "renamed", Event: "purge", To: "purged"},
-		{From: "purged", Event: "forget", To: "deleted"},
+		{From: "purged", Event: "forget", To: "deleted", Host: true},
 	},
 }
 
