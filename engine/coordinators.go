@@ -258,37 +258,10 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 	}
 	rec.State = states.CoordinatorOpen.Resume(rec.State, e.stillFenced(key, rec.Epoch, epoch))
 	rec.Owner = e.owner
-	dir := states.ShardDir(e.cfg.ClusterDir, i)
-	var opened *shard
-	acts := states.CoordinatorOpenActions(e.fsys, e.cfg.ClusterDir, i,
-		func(ctx context.Context) error {
-			return e.claimFenceAt(dir, key, fmt.Sprintf("coordinator shard %d", i), GroupsTopicID, i, epoch, rec)
-		},
-		func(ctx context.Context) error {
-			s, err := e.loadShard(i, epoch, rec)
-			if err != nil {
-				return err
-			}
-			opened = s
-			return nil
-		},
-		func(ctx context.Context) error {
-			if opened == nil {
-				return errors.New("no loaded coordinator to serve")
-			}
-			if o, mine, _ := e.ownerOf(GroupsTopicID, i); !mine || o.LeaderEpoch != epoch {
-				return fmt.Errorf("coordinator shard %d moved while it was loading", i)
-			}
-			e.shardMu.Lock()
-			defer e.shardMu.Unlock()
-			if e.resigned.Load() {
-				return errors.New("this broker is shutting down: it coordinates no more groups")
-			}
-			e.shards[i] = opened
-			return nil
-		})
+	host := &shardOpenHost{e: e, index: i, epoch: epoch}
+	acts := states.CoordinatorOpenActions(e.fsys, e.cfg.ClusterDir, i, rec, host)
 	err = states.Drive(ctx, states.CoordinatorOpen, rec, acts, e.save, e.cfg.Now)
-	if err != nil && opened != nil && e.servingShard(i) != opened {
+	if opened := host.opened; err != nil && opened != nil && e.servingShard(i) != opened {
 		_ = opened.close()
 	}
 	if err == nil {

@@ -595,25 +595,10 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 			return fmt.Errorf("open partition %d: %w", index, err)
 		}
 	}
-	var opened *dataplane.Partition
-	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index,
-		func(ctx context.Context) error { return e.claimFence(spec, index, epoch, rec) },
-		func(ctx context.Context) error {
-			p, err := e.openPartition(spec, index, epoch, rec)
-			if err != nil {
-				return err
-			}
-			opened = p
-			return nil
-		},
-		func(ctx context.Context) error {
-			if opened == nil {
-				return errors.New("no open log to serve")
-			}
-			return e.publish(opened)
-		})
+	host := &partitionOpenHost{e: e, spec: spec, index: index, epoch: epoch}
+	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index, rec, host)
 	err = stampWaitHint(states.Drive(ctx, states.PartitionOpen, rec, acts, e.save, e.cfg.Now))
-	if err != nil && opened != nil && e.servingPartition(spec.Name, spec.ID, index) != opened {
+	if opened := host.opened; err != nil && opened != nil && e.servingPartition(spec.Name, spec.ID, index) != opened {
 		_ = opened.Close()
 	}
 	if err == nil {
@@ -621,52 +606,6 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 		e.broadcast() // the record now says serving too
 	}
 	return err
-}
-
-// claimFence is the fence step of a partition's open (its takeover): it
-// writes the assigned leader epoch to the partition's fence before anything
-// of the old tail is read. A fence above that epoch means the assignment
-// this broker read is stale: the step fails and is retried when a newer one
-// arrives.
-func (e *Engine) claimFence(spec desired.TopicSpec, index, epoch int32, rec *states.Record) error {
-	return e.claimFenceAt(states.PartitionDir(e.cfg.DataDir, spec.Name, index), openKey(spec.Name, index, spec.ID),
-		fmt.Sprintf("%s/%d", spec.Name, index), spec.ID, index, epoch, rec)
-}
-
-// claimFenceAt claims the fence in dir (a partition's or a coordinator
-// shard's) at epoch for the open named key; what names it in messages.
-func (e *Engine) claimFenceAt(dir, key, what, topicID string, index, epoch int32, rec *states.Record) error {
-	fence, err := partlog.ReadFence(e.fsys, dir)
-	if err != nil {
-		return fmt.Errorf("read fence: %w", err)
-	}
-	if fence > epoch {
-		return fmt.Errorf("stale assignment: fence of %s holds leader epoch %d, assigned %d", what, fence, epoch)
-	}
-	e.clMu.Lock()
-	ours := e.fenced[key] == epoch && fence == epoch
-	if fence == epoch && !ours {
-		// Another writer already holds exactly this epoch (an assignment
-		// computed from a stale one can repeat an epoch): two writers must
-		// never share one. Ask the controller for a new epoch instead.
-		e.reopen[key] = reopenRequest{topicID: topicID, index: index, epoch: epoch}
-		e.clMu.Unlock()
-		return fmt.Errorf("leader epoch %d of %s is already held by another writer: asking for a new one", epoch, what)
-	}
-	e.fenced[key] = epoch
-	e.clMu.Unlock()
-	prev, err := partlog.ClaimFence(e.fsys, dir, epoch)
-	if err != nil {
-		return fmt.Errorf("claim fence of %s at leader epoch %d: %w", what, epoch, err)
-	}
-	if !ours {
-		rec.FencedFrom = &prev
-	}
-	rec.Epoch = epoch
-	if prev < epoch && prev >= 0 {
-		e.log.Info("took over", "what", what, "fromEpoch", prev, "epoch", epoch)
-	}
-	return nil
 }
 
 // openPartition opens the log under the leader epoch the fence step claimed
@@ -787,29 +726,7 @@ func (e *Engine) driveDelete(ctx context.Context, spec desired.TopicSpec) error 
 		rec = states.TopicDelete.NewRecord(spec.Name, spec.ID, e.owner, e.cfg.Now())
 	}
 	rec.Owner = e.owner
-	acts := states.TopicDeleteActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID,
-		func(ctx context.Context) error {
-			// Lifecycle fencing: handles are closed before anything is
-			// removed, here and on every live broker.
-			if err := e.dropTopic(spec.Name, spec.ID); err != nil {
-				return err
-			}
-			if e.assigned(spec.ID) {
-				return WaitingOn(fmt.Errorf("release %s: the assignment read still names topic ID %s", spec.Name, spec.ID))
-			}
-			if b := e.openElsewhere(spec.Name, spec.ID, spec.Partitions); b >= 0 {
-				return WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions open", spec.Name, b))
-			}
-			for p := int32(0); p < spec.Partitions; p++ {
-				if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p)); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-		func(ctx context.Context) error {
-			return desired.RemoveTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name, spec.ID)
-		})
+	acts := states.TopicDeleteActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, topicDeleteHost{e: e, spec: spec})
 	if err := states.Drive(ctx, states.TopicDelete, rec, acts, e.save, e.cfg.Now); err != nil {
 		return err
 	}

@@ -90,27 +90,7 @@ func (e *Engine) driveReclaim(ctx context.Context, spec desired.TopicSpec, rec *
 		return fmt.Errorf("topic %s: refusing to reclaim the directory of the desired incarnation %s", spec.Name, oldID)
 	}
 	rec.Owner = e.owner
-	release := func(ctx context.Context) error {
-		// The desired state must still name another incarnation: a
-		// reclaim is never started for the one that is desired.
-		if err := e.stillDesired(spec); err != nil {
-			return err
-		}
-		if err := e.dropTopic(spec.Name, oldID); err != nil {
-			return err
-		}
-		// Waits, not failures: the controller moves the assignment, and
-		// the other brokers drop the old handles when they see the new
-		// desired state. (The machine's record still counts the attempt.)
-		if e.assigned(oldID) {
-			return WaitingOn(fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID))
-		}
-		if b := e.openAnywhere(spec.Name, oldID); b >= 0 {
-			return WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions of the old topic ID %s open", spec.Name, b, oldID))
-		}
-		return nil
-	}
-	acts := states.DirectoryReclaimActions(e.fsys, e.cfg.DataDir, spec.Name, oldID, release)
+	acts := states.DirectoryReclaimActions(e.fsys, e.cfg.DataDir, spec.Name, oldID, reclaimHost{e: e, spec: spec, oldID: oldID})
 	if err := states.Drive(ctx, states.DirectoryReclaim, rec, acts, e.save, e.cfg.Now); err != nil {
 		return err
 	}

@@ -37,9 +37,9 @@ var CoordinatorOpen = Definition{
 	End:     "serving",
 	Steps: []Step{
 		{From: "pending", Event: "make-dir", To: "dir-ready"},
-		{From: "dir-ready", Event: "fence", To: "fenced"},
-		{From: "fenced", Event: "load", To: "loaded"},
-		{From: "loaded", Event: "serve", To: "serving"},
+		{From: "dir-ready", Event: "fence", To: "fenced", Host: true},
+		{From: "fenced", Event: "load", To: "loaded", Host: true},
+		{From: "loaded", Event: "serve", To: "serving", Host: true},
 	},
 	Resumes: map[string]ResumeRule{
 		"fenced":  {Means: Claimed, From: "dir-ready"},
@@ -52,18 +52,30 @@ var CoordinatorOpen = Definition{
 // status: groups/<shard>.
 func ShardObject(shard int32) string { return GroupsDir + "/" + strconv.Itoa(int(shard)) }
 
-// CoordinatorOpenActions are the actions of CoordinatorOpen for one shard.
-// make-dir creates the shard directory durably; fence claims the shard's
-// fence (partlog.ClaimFence) at the assigned epoch, load opens the store
-// (groupstore.Open) and serve publishes it: those three are supplied by the
-// engine, which knows the epoch and holds the handles.
-func CoordinatorOpenActions(fsys volume.FS, clusterDir string, shard int32, fence, load, serve func(context.Context) error) Actions {
+// CoordinatorOpenHost does the steps of CoordinatorOpen that need the
+// engine: it knows the assigned epoch and holds the handles. Each step gets
+// the record being driven. Every step is idempotent, as every action is.
+type CoordinatorOpenHost interface {
+	// Fence claims the shard's fence at the assigned epoch (ShardFence,
+	// Fence.Claim).
+	Fence(ctx context.Context, rec *Record) error
+	// Load opens the shard's store (engine/groupstore) at the fenced
+	// epoch and loads its table.
+	Load(ctx context.Context, rec *Record) error
+	// Serve makes the loaded coordinator answer for the shard's groups.
+	Serve(ctx context.Context, rec *Record) error
+}
+
+// CoordinatorOpenActions are the actions of CoordinatorOpen for one shard,
+// driving rec: make-dir creates the shard directory durably, the rest are
+// host's.
+func CoordinatorOpenActions(fsys volume.FS, clusterDir string, shard int32, rec *Record, host CoordinatorOpenHost) Actions {
 	return Actions{
 		"make-dir": func(ctx context.Context) error {
 			return volume.MkdirAllSync(fsys, ShardDir(clusterDir, shard))
 		},
-		"fence": fence,
-		"load":  load,
-		"serve": serve,
+		"fence": func(ctx context.Context) error { return host.Fence(ctx, rec) },
+		"load":  func(ctx context.Context) error { return host.Load(ctx, rec) },
+		"serve": func(ctx context.Context) error { return host.Serve(ctx, rec) },
 	}
 }

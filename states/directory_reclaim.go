@@ -38,18 +38,26 @@ var DirectoryReclaim = Definition{
 	Initial: "requested",
 	End:     "reclaimed",
 	Steps: []Step{
-		{From: "requested", Event: "release", To: "released"},
+		{From: "requested", Event: "release", To: "released", Host: true},
 		{From: "released", Event: "rename-aside", To: "renamed"},
 		{From: "renamed", Event: "purge", To: "reclaimed"},
 	},
 }
 
+// DirectoryReclaimHost does the step of DirectoryReclaim that needs the
+// engine.
+type DirectoryReclaimHost interface {
+	// Release returns once no broker holds the old incarnation open (the
+	// engine knows the assignment and the heartbeats).
+	Release(ctx context.Context) error
+}
+
 // DirectoryReclaimActions are the actions of DirectoryReclaim for the
-// directory of topic stamped with oldID. releaseFn returns once no broker
-// holds the old incarnation open (the engine knows the heartbeats).
-func DirectoryReclaimActions(fsys volume.FS, dataDir, topic, oldID string, releaseFn Action) Actions {
+// directory of topic stamped with oldID: rename-aside and purge act on the
+// volume, release is host's.
+func DirectoryReclaimActions(fsys volume.FS, dataDir, topic, oldID string, host DirectoryReclaimHost) Actions {
 	return Actions{
-		"release":      releaseFn,
+		"release":      host.Release,
 		"rename-aside": func(ctx context.Context) error { return renameAside(fsys, dataDir, topic, oldID, true) },
 		"purge":        func(ctx context.Context) error { return PurgeTrash(fsys, dataDir, topic, oldID) },
 	}

@@ -25,9 +25,14 @@ func init() {
 	sweepScenarios[states.DirectoryReclaim.Kind] = []sweepScenario{directoryReclaimScenario()}
 }
 
+// reclaimHost is the directory-reclaim host of the sweeps: no broker holds
+// the old incarnation open.
+type reclaimHost struct{}
+
+func (reclaimHost) Release(ctx context.Context) error { return nil }
+
 func reclaimActions(fsys volume.FS) states.Actions {
-	release := func(ctx context.Context) error { return nil }
-	return states.DirectoryReclaimActions(fsys, sweepData, sweepTopic, sweepTopicID, release)
+	return states.DirectoryReclaimActions(fsys, sweepData, sweepTopic, sweepTopicID, reclaimHost{})
 }
 
 // directoryReclaimScenario: a topic directory stamped by the old

@@ -24,11 +24,17 @@ import (
 // work, to the next state.
 type Step struct {
 	From, Event, To string
+	// Host marks a step the engine does: its action calls the machine's
+	// host interface (PartitionOpenHost, ...), named after the event. The
+	// other steps act on the volume alone.
+	Host bool
 }
 
-// Definition is the whole of a machine: its transition table and what each
-// persisted state means to a process that loads it. Steps form a single
-// chain from Initial to End; the chain is what crash sweeps enumerate.
+// Definition is the whole of a machine: its transition table, which of its
+// steps the engine does through the machine's host interface (Step.Host),
+// and what each persisted state means to a process that loads it. Steps
+// form a single chain from Initial to End; the chain is what crash sweeps
+// enumerate.
 type Definition struct {
 	Kind string
 	// Summary says in one sentence what the machine brings about.

@@ -42,9 +42,9 @@ var PartitionOpen = Definition{
 	Steps: []Step{
 		{From: "pending", Event: "make-dir", To: "dir-ready"},
 		{From: "dir-ready", Event: "stamp", To: "stamped"},
-		{From: "stamped", Event: "fence", To: "fenced"},
-		{From: "fenced", Event: "recover", To: "recovered"},
-		{From: "recovered", Event: "serve", To: "serving"},
+		{From: "stamped", Event: "fence", To: "fenced", Host: true},
+		{From: "fenced", Event: "recover", To: "recovered", Host: true},
+		{From: "recovered", Event: "serve", To: "serving", Host: true},
 	},
 	Resumes: map[string]ResumeRule{
 		// A reclaim of another incarnation's directory may have moved it
@@ -66,12 +66,25 @@ type Stamp struct {
 // topic's name. The directory-reclaim machine (not this one) moves it aside.
 var ErrStampMismatch = errors.New("topic directory belongs to another incarnation")
 
-// PartitionOpenActions are the actions of PartitionOpen for one partition.
-// Fence claims the partition's fence (partlog.ClaimFence) at the assigned
-// epoch, Recover opens the log (and producer state) and Serve publishes it;
-// all three are supplied by the engine, which knows the epoch and holds the
-// handles.
-func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partition int32, fenceFn, recoverFn, serveFn Action) Actions {
+// PartitionOpenHost does the steps of PartitionOpen that need the engine:
+// it knows the assigned epoch and holds the handles. Each step gets the
+// record being driven (Fence names the epoch and FencedFrom there, which
+// Recover reads). Every step is idempotent, as every action is.
+type PartitionOpenHost interface {
+	// Fence claims the partition's fence at the assigned epoch
+	// (PartitionFence, Fence.Claim).
+	Fence(ctx context.Context, rec *Record) error
+	// Recover opens the log (and its producer state) at the fenced epoch,
+	// recovering and sealing the old tail.
+	Recover(ctx context.Context, rec *Record) error
+	// Serve publishes the recovered log to the requests routed to it.
+	Serve(ctx context.Context, rec *Record) error
+}
+
+// PartitionOpenActions are the actions of PartitionOpen for one
+// partition, driving rec: make-dir and stamp act on the volume, the rest
+// are host's.
+func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partition int32, rec *Record, host PartitionOpenHost) Actions {
 	return Actions{
 		"make-dir": func(ctx context.Context) error {
 			return volume.MkdirAllSync(fsys, PartitionDir(dataDir, topic, partition))
@@ -79,9 +92,9 @@ func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partit
 		"stamp": func(ctx context.Context) error {
 			return EnsureStamp(fsys, dataDir, topic, topicID)
 		},
-		"fence":   fenceFn,
-		"recover": recoverFn,
-		"serve":   serveFn,
+		"fence":   func(ctx context.Context) error { return host.Fence(ctx, rec) },
+		"recover": func(ctx context.Context) error { return host.Recover(ctx, rec) },
+		"serve":   func(ctx context.Context) error { return host.Serve(ctx, rec) },
 	}
 }
 

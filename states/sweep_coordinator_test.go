@@ -160,119 +160,121 @@ func setupPreviousCoordinator(t *testing.T, fsys volume.FS, tr *trial) {
 }
 
 // coordinatorOpenScenario is the takeover of a coordinator shard: the new
-// owner fences the shard (partlog.ClaimFence), loads it (groupstore.Open)
+// owner fences the shard (Fence.Claim), loads it (groupstore.Open)
 // and serves. The previous owner, still running, tries to write and
 // snapshot after the fence. A restarted owner is a new incarnation with a
 // new leader epoch, as the controller gives it.
 func coordinatorOpenScenario() sweepScenario {
-	dir := coordDir()
 	return sweepScenario{
 		variant: "takeover",
 		object:  coordObject(),
 		setup:   setupPreviousCoordinator,
 		bind: func(fsys volume.FS, rec *states.Record, tr *trial) *run {
 			r := &run{}
-			c := tr.coord
-			var store *groupstore.Store
-			var loaded map[string]string
-			var loadedEnd int64
-			fence := func(ctx context.Context) error {
-				f, err := partlog.ReadFence(fsys, dir)
-				if err != nil {
-					return err
-				}
-				epoch := max(f, 0) + 1
-				prev, err := partlog.ClaimFence(fsys, dir, epoch)
-				if err != nil {
-					return err
-				}
-				rec.FencedFrom, rec.Epoch, rec.Owner = &prev, epoch, hostOwner
-				return nil
-			}
-			load := func(ctx context.Context) error {
-				f, err := partlog.ReadFence(fsys, dir)
-				if err != nil {
-					return err
-				}
-				if f != rec.Epoch || f <= coordOldEpoch {
-					return fmt.Errorf("load at epoch %d with the fence at %d", rec.Epoch, f)
-				}
-				var previous []int32
-				if rec.FencedFrom != nil {
-					previous = append(previous, *rec.FencedFrom)
-				}
-				s, st, err := openShard(fsys, rec.Epoch, previous)
-				if err != nil {
-					return err
-				}
-				c.stores = append(c.stores, s)
-				store = s
-				tbl, err := readTable(s)
-				if err != nil {
-					return err
-				}
-				checkAllowed(tr, tbl)
-				if z := c.zombie; z != nil {
-					// The previous owner has not noticed yet.
-					_, wait, err := z.Append([]groupstore.Record{coordPut(coordLateKey, "x"), coordTomb("g1")})
-					if err == nil {
-						err = wait(ctx)
-					}
-					switch {
-					case err == nil:
-						tr.problems = append(tr.problems, "the previous owner acknowledged a write after the takeover's fence")
-					case !errors.Is(err, partlog.ErrFenced):
-						tr.problems = append(tr.problems, fmt.Sprintf("previous owner's append after the fence: %v, want ErrFenced", err))
-					}
-					if err := z.Snapshot(ctx); err == nil {
-						tr.problems = append(tr.problems, "the previous owner wrote a snapshot after the takeover's fence")
-					}
-				}
-				loaded, loadedEnd = tbl, st.LogEnd
-				r.recovered, r.epoch = true, rec.Epoch
-				return nil
-			}
-			// serve is a no-op for the machine. The workload then runs the
-			// owner's term inside the drive, so that the sweep crashes its
-			// volume operations too: one acknowledged batch, and Close with
-			// its final snapshot.
-			serve := func(ctx context.Context) error {
-				if store == nil {
-					return errors.New("serve without a loaded store")
-				}
-				owner := []groupstore.Record{coordPut("g1", "meta-1-owner"), coordPut("g7", "meta-7")}
-				for _, r := range owner {
-					k := string(r.Key)
-					if _, ok := c.allowed[k]; !ok {
-						c.allowed[k] = []string{absent}
-					}
-					if !slices.Contains(c.allowed[k], string(r.Value)) {
-						c.allowed[k] = append(c.allowed[k], string(r.Value))
-					}
-				}
-				if err := ackRecs(store, owner...); err != nil {
-					return err
-				}
-				for _, r := range owner {
-					c.allowed[string(r.Key)] = []string{string(r.Value)}
-				}
-				end := store.LogEnd()
-				if err := store.Close(); err != nil {
-					return err
-				}
-				applyRecs(loaded, owner...)
-				c.final, c.logEnd = loaded, end
-				if end <= loadedEnd {
-					return fmt.Errorf("log end %d after an append, %d before", end, loadedEnd)
-				}
-				r.served = true
-				return nil
-			}
-			r.acts = states.CoordinatorOpenActions(fsys, sweepCluster, coordShard, fence, load, serve)
+			r.acts = states.CoordinatorOpenActions(fsys, sweepCluster, coordShard, rec, &coordinatorHost{fsys: fsys, r: r, tr: tr})
 			return r
 		},
 		check: checkCoordinatorTakeover,
 	}
+}
+
+// coordinatorHost is the coordinator-open host of the takeover scenario:
+// the real fence step; load opens the store at the fenced epoch and checks
+// its table, after which the previous owner, still running, tries to write
+// and snapshot (a zombie). It keeps the store it loaded for serve.
+type coordinatorHost struct {
+	fsys      volume.FS
+	r         *run
+	tr        *trial
+	store     *groupstore.Store
+	loaded    map[string]string
+	loadedEnd int64
+}
+
+func (h *coordinatorHost) Fence(ctx context.Context, rec *states.Record) error {
+	return claimAboveFence(h.fsys, states.ShardFence(sweepCluster, coordShard), rec)
+}
+
+func (h *coordinatorHost) Load(ctx context.Context, rec *states.Record) error {
+	c := h.tr.coord
+	f, err := partlog.ReadFence(h.fsys, coordDir())
+	if err != nil {
+		return err
+	}
+	if f != rec.Epoch || f <= coordOldEpoch {
+		return fmt.Errorf("load at epoch %d with the fence at %d", rec.Epoch, f)
+	}
+	var previous []int32
+	if rec.FencedFrom != nil {
+		previous = append(previous, *rec.FencedFrom)
+	}
+	s, st, err := openShard(h.fsys, rec.Epoch, previous)
+	if err != nil {
+		return err
+	}
+	c.stores = append(c.stores, s)
+	h.store = s
+	tbl, err := readTable(s)
+	if err != nil {
+		return err
+	}
+	checkAllowed(h.tr, tbl)
+	if z := c.zombie; z != nil {
+		// The previous owner has not noticed yet.
+		_, wait, err := z.Append([]groupstore.Record{coordPut(coordLateKey, "x"), coordTomb("g1")})
+		if err == nil {
+			err = wait(ctx)
+		}
+		switch {
+		case err == nil:
+			h.tr.problems = append(h.tr.problems, "the previous owner acknowledged a write after the takeover's fence")
+		case !errors.Is(err, partlog.ErrFenced):
+			h.tr.problems = append(h.tr.problems, fmt.Sprintf("previous owner's append after the fence: %v, want ErrFenced", err))
+		}
+		if err := z.Snapshot(ctx); err == nil {
+			h.tr.problems = append(h.tr.problems, "the previous owner wrote a snapshot after the takeover's fence")
+		}
+	}
+	h.loaded, h.loadedEnd = tbl, st.LogEnd
+	h.r.recovered, h.r.epoch = true, rec.Epoch
+	return nil
+}
+
+// Serve is a no-op for the machine. The workload then runs the owner's
+// term inside the drive, so that the sweep crashes its volume operations
+// too: one acknowledged batch, and Close with its final snapshot.
+func (h *coordinatorHost) Serve(ctx context.Context, rec *states.Record) error {
+	c := h.tr.coord
+	if h.store == nil {
+		return errors.New("serve without a loaded store")
+	}
+	owner := []groupstore.Record{coordPut("g1", "meta-1-owner"), coordPut("g7", "meta-7")}
+	for _, r := range owner {
+		k := string(r.Key)
+		if _, ok := c.allowed[k]; !ok {
+			c.allowed[k] = []string{absent}
+		}
+		if !slices.Contains(c.allowed[k], string(r.Value)) {
+			c.allowed[k] = append(c.allowed[k], string(r.Value))
+		}
+	}
+	if err := ackRecs(h.store, owner...); err != nil {
+		return err
+	}
+	for _, r := range owner {
+		c.allowed[string(r.Key)] = []string{string(r.Value)}
+	}
+	end := h.store.LogEnd()
+	if err := h.store.Close(); err != nil {
+		return err
+	}
+	applyRecs(h.loaded, owner...)
+	c.final, c.logEnd = h.loaded, end
+	if end <= h.loadedEnd {
+		return fmt.Errorf("log end %d after an append, %d before", end, h.loadedEnd)
+	}
+	h.r.served = true
+	return nil
 }
 
 // checkAllowed checks a table a new owner loaded: every acknowledged

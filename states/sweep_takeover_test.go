@@ -174,84 +174,87 @@ func readAllBatches(lg *partlog.Log) (map[int64][]byte, error) {
 // gets a new leader epoch, as the engine's controller gives a new
 // incarnation.
 func takeoverScenario() sweepScenario {
-	dir := states.PartitionDir(sweepData, sweepTopic, 0)
 	return sweepScenario{
 		variant: "takeover",
 		object:  states.PartitionObject(sweepTopic, 0),
 		setup:   setupPreviousOwner,
 		bind: func(fsys volume.FS, rec *states.Record, tr *trial) *run {
 			r := &run{}
-			fenceFn := func(ctx context.Context) error {
-				fence, err := partlog.ReadFence(fsys, dir)
-				if err != nil {
-					return err
-				}
-				epoch := max(fence, 0) + 1
-				prev, err := partlog.ClaimFence(fsys, dir, epoch)
-				if err != nil {
-					return err
-				}
-				rec.FencedFrom, rec.Epoch, rec.Owner = &prev, epoch, hostOwner
-				return nil
-			}
-			recoverFn := func(ctx context.Context) error {
-				fence, err := partlog.ReadFence(fsys, dir)
-				if err != nil {
-					return err
-				}
-				if fence != rec.Epoch || fence <= tr.oldEpoch {
-					return fmt.Errorf("recover at epoch %d with the fence at %d", rec.Epoch, fence)
-				}
-				var previous []int32
-				if rec.FencedFrom != nil {
-					previous = append(previous, *rec.FencedFrom)
-				}
-				lg, err := partlog.Open(fsys, dir, partlog.Config{Epoch: rec.Epoch, PreviousEpochs: previous, Now: sweepNow})
-				if err != nil {
-					return err
-				}
-				tr.logs = append(tr.logs, lg)
-				r.log = lg
-				if z := tr.zombie; z != nil {
-					// The previous owner has not noticed yet: its write lands
-					// past the sealed end and must not be acknowledged.
-					if _, _, err := appendBatch(tr, z, pidZombie, 0); err == nil {
-						if err := z.Sync(ctx, math.MaxInt64); err == nil {
-							tr.problems = append(tr.problems, "the previous owner acknowledged a write after the takeover's fence")
-						} else if !errors.Is(err, partlog.ErrFenced) {
-							tr.problems = append(tr.problems, fmt.Sprintf("previous owner's sync after the fence: %v, want ErrFenced", err))
-						}
-					}
-				}
-				r.recovered, r.epoch = true, rec.Epoch
-				return nil
-			}
-			serveFn := func(ctx context.Context) error {
-				if r.log == nil {
-					return errors.New("serve without a recovered log")
-				}
-				base, b, err := appendBatch(tr, r.log, pidNewOwner, int32(len(tr.acked)))
-				if err != nil {
-					return err
-				}
-				if err := r.log.Sync(ctx, math.MaxInt64); err != nil {
-					return err
-				}
-				tr.ack(base, b)
-				if r.readable, err = readAllBatches(r.log); err != nil {
-					return err
-				}
-				if err := r.log.Close(); err != nil {
-					return err
-				}
-				r.served = true
-				return nil
-			}
-			r.acts = states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, fenceFn, recoverFn, serveFn)
+			r.acts = states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, rec, takeoverHost{fsys, r, tr})
 			return r
 		},
 		check: checkTakeover,
 	}
+}
+
+// takeoverHost is the partition-open host of the takeover scenario: the
+// real fence step; recover opens the log at the fenced epoch, after which
+// the previous owner, still running, tries to write (a zombie); serve
+// acknowledges one batch of the new owner and reads the log back.
+type takeoverHost struct {
+	fsys volume.FS
+	r    *run
+	tr   *trial
+}
+
+func (h takeoverHost) Fence(ctx context.Context, rec *states.Record) error {
+	return claimAboveFence(h.fsys, states.PartitionFence(sweepData, sweepTopic, 0), rec)
+}
+
+func (h takeoverHost) Recover(ctx context.Context, rec *states.Record) error {
+	dir := states.PartitionDir(sweepData, sweepTopic, 0)
+	fence, err := partlog.ReadFence(h.fsys, dir)
+	if err != nil {
+		return err
+	}
+	if fence != rec.Epoch || fence <= h.tr.oldEpoch {
+		return fmt.Errorf("recover at epoch %d with the fence at %d", rec.Epoch, fence)
+	}
+	var previous []int32
+	if rec.FencedFrom != nil {
+		previous = append(previous, *rec.FencedFrom)
+	}
+	lg, err := partlog.Open(h.fsys, dir, partlog.Config{Epoch: rec.Epoch, PreviousEpochs: previous, Now: sweepNow})
+	if err != nil {
+		return err
+	}
+	h.tr.logs = append(h.tr.logs, lg)
+	h.r.log = lg
+	if z := h.tr.zombie; z != nil {
+		// The previous owner has not noticed yet: its write lands
+		// past the sealed end and must not be acknowledged.
+		if _, _, err := appendBatch(h.tr, z, pidZombie, 0); err == nil {
+			if err := z.Sync(ctx, math.MaxInt64); err == nil {
+				h.tr.problems = append(h.tr.problems, "the previous owner acknowledged a write after the takeover's fence")
+			} else if !errors.Is(err, partlog.ErrFenced) {
+				h.tr.problems = append(h.tr.problems, fmt.Sprintf("previous owner's sync after the fence: %v, want ErrFenced", err))
+			}
+		}
+	}
+	h.r.recovered, h.r.epoch = true, rec.Epoch
+	return nil
+}
+
+func (h takeoverHost) Serve(ctx context.Context, rec *states.Record) error {
+	if h.r.log == nil {
+		return errors.New("serve without a recovered log")
+	}
+	base, b, err := appendBatch(h.tr, h.r.log, pidNewOwner, int32(len(h.tr.acked)))
+	if err != nil {
+		return err
+	}
+	if err := h.r.log.Sync(ctx, math.MaxInt64); err != nil {
+		return err
+	}
+	h.tr.ack(base, b)
+	if h.r.readable, err = readAllBatches(h.r.log); err != nil {
+		return err
+	}
+	if err := h.r.log.Close(); err != nil {
+		return err
+	}
+	h.r.served = true
+	return nil
 }
 
 func checkTakeover(t *testing.T, fsys volume.FS, rec *states.Record, r *run, tr *trial) {

@@ -118,50 +118,13 @@ var sweepScenarios = map[string][]sweepScenario{
 }
 
 func partitionOpenScenario() sweepScenario {
-	dir := states.PartitionDir(sweepData, sweepTopic, 0)
 	return sweepScenario{
 		variant: "new",
 		object:  states.PartitionObject(sweepTopic, 0),
 		setup:   func(t *testing.T, fsys volume.FS, tr *trial) {},
-		bind: func(fsys volume.FS, _ *states.Record, _ *trial) *run {
+		bind: func(fsys volume.FS, rec *states.Record, _ *trial) *run {
 			r := &run{}
-			fenceFn := func(ctx context.Context) error {
-				fence, err := partlog.ReadFence(fsys, dir)
-				if err != nil {
-					return err
-				}
-				// Above the fence, as the engine's assignment gives it.
-				_, err = partlog.ClaimFence(fsys, dir, max(fence, 0)+1)
-				return err
-			}
-			recoverFn := func(ctx context.Context) error {
-				// The fence holds the epoch the fence step claimed: nobody
-				// else writes it in this scenario.
-				epoch, err := partlog.ReadFence(fsys, dir)
-				if err != nil {
-					return err
-				}
-				if epoch < 1 {
-					return errors.New("recover before the fence was claimed")
-				}
-				lg, err := partlog.Open(fsys, dir, partlog.Config{Epoch: epoch, Now: sweepNow})
-				if err != nil {
-					return err
-				}
-				if err := lg.Close(); err != nil {
-					return err
-				}
-				r.recovered, r.epoch = true, epoch
-				return nil
-			}
-			serveFn := func(ctx context.Context) error {
-				if !r.recovered {
-					return errors.New("serve without a recovered log")
-				}
-				r.served = true
-				return nil
-			}
-			r.acts = states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, fenceFn, recoverFn, serveFn)
+			r.acts = states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, rec, newPartitionHost{fsys, r})
 			return r
 		},
 		check: func(t *testing.T, fsys volume.FS, rec *states.Record, r *run, _ *trial) {
@@ -169,6 +132,64 @@ func partitionOpenScenario() sweepScenario {
 			checkServing(t, fsys, rec, r)
 		},
 	}
+}
+
+// claimAboveFence is the real fence step (Fence.Claim) at the epoch the
+// engine's assignment gives a new owner: one above the fence. A sweep's
+// process holds no earlier claim (each drive is a fresh process), so the
+// fence is never ours already.
+func claimAboveFence(fsys volume.FS, fence states.Fence, rec *states.Record) error {
+	found, err := partlog.ReadFence(fsys, fence.Dir)
+	if err != nil {
+		return err
+	}
+	if _, err := fence.Claim(fsys, max(found, 0)+1, false, rec); err != nil {
+		return err
+	}
+	rec.Owner = hostOwner
+	return nil
+}
+
+// newPartitionHost is the partition-open host of the "new" scenario: the
+// real fence step; recover opens the log at the fenced epoch and closes
+// it; serve checks that a log was recovered.
+type newPartitionHost struct {
+	fsys volume.FS
+	r    *run
+}
+
+func (h newPartitionHost) Fence(ctx context.Context, rec *states.Record) error {
+	return claimAboveFence(h.fsys, states.PartitionFence(sweepData, sweepTopic, 0), rec)
+}
+
+func (h newPartitionHost) Recover(ctx context.Context, rec *states.Record) error {
+	dir := states.PartitionDir(sweepData, sweepTopic, 0)
+	// The fence holds the epoch the fence step claimed: nobody else
+	// writes it in this scenario.
+	epoch, err := partlog.ReadFence(h.fsys, dir)
+	if err != nil {
+		return err
+	}
+	if epoch < 1 || epoch != rec.Epoch {
+		return fmt.Errorf("recover at epoch %d with the fence at %d: the fence step did not claim it", rec.Epoch, epoch)
+	}
+	lg, err := partlog.Open(h.fsys, dir, partlog.Config{Epoch: epoch, Now: sweepNow})
+	if err != nil {
+		return err
+	}
+	if err := lg.Close(); err != nil {
+		return err
+	}
+	h.r.recovered, h.r.epoch = true, epoch
+	return nil
+}
+
+func (h newPartitionHost) Serve(ctx context.Context, rec *states.Record) error {
+	if !h.r.recovered {
+		return errors.New("serve without a recovered log")
+	}
+	h.r.served = true
+	return nil
 }
 
 // checkServing checks partition-open's end state: directory, stamp, fence
@@ -197,15 +218,18 @@ func checkServing(t *testing.T, fsys volume.FS, rec *states.Record, r *run) {
 
 func desiredFile() string { return path.Join(sweepCluster, "topics", sweepTopic+".json") }
 
-// forgetDesired removes the desired-state file, idempotently.
-func forgetDesired(fsys volume.FS) states.Action {
-	return func(ctx context.Context) error {
-		p := desiredFile()
-		if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		return fsys.SyncDir(path.Dir(p))
+// deleteHost is the topic-delete host of the sweeps: no broker holds the
+// topic open, and forget removes the desired-state file, idempotently.
+type deleteHost struct{ fsys volume.FS }
+
+func (deleteHost) Release(ctx context.Context) error { return nil }
+
+func (h deleteHost) Forget(ctx context.Context) error {
+	p := desiredFile()
+	if err := h.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
+	return h.fsys.SyncDir(path.Dir(p))
 }
 
 // setupTopic makes a durable topic directory with a stamp, two partition
@@ -241,8 +265,7 @@ func topicDeleteScenario() sweepScenario {
 		object: sweepTopic,
 		setup:  setupTopic,
 		bind: func(fsys volume.FS, _ *states.Record, _ *trial) *run {
-			release := func(ctx context.Context) error { return nil }
-			return &run{acts: states.TopicDeleteActions(fsys, sweepData, sweepTopic, sweepTopicID, release, forgetDesired(fsys))}
+			return &run{acts: states.TopicDeleteActions(fsys, sweepData, sweepTopic, sweepTopicID, deleteHost{fsys})}
 		},
 		check: func(t *testing.T, fsys volume.FS, rec *states.Record, _ *run, _ *trial) {
 			t.Helper()

@@ -28,21 +28,31 @@ var TopicDelete = Definition{
 	Initial: "requested",
 	End:     "deleted",
 	Steps: []Step{
-		{From: "requested", Event: "release", To: "released"},
+		{From: "requested", Event: "release", To: "released", Host: true},
 		{From: "released", Event: "rename-aside", To: "renamed"},
 		{From: "renamed", Event: "purge", To: "purged"},
-		{From: "purged", Event: "forget", To: "deleted"},
+		{From: "purged", Event: "forget", To: "deleted", Host: true},
 	},
 }
 
-// TopicDeleteActions are the actions of TopicDelete for one incarnation.
-// releaseFn closes the partitions' handles; forgetFn removes desired state.
-func TopicDeleteActions(fsys volume.FS, dataDir, topic, topicID string, releaseFn, forgetFn Action) Actions {
+// TopicDeleteHost does the steps of TopicDelete that need the engine.
+type TopicDeleteHost interface {
+	// Release returns once no broker holds the incarnation's partitions
+	// open (this one closes its own handles).
+	Release(ctx context.Context) error
+	// Forget removes the desired state, if it still describes this
+	// incarnation.
+	Forget(ctx context.Context) error
+}
+
+// TopicDeleteActions are the actions of TopicDelete for one incarnation:
+// rename-aside and purge act on the volume, release and forget are host's.
+func TopicDeleteActions(fsys volume.FS, dataDir, topic, topicID string, host TopicDeleteHost) Actions {
 	return Actions{
-		"release":      releaseFn,
+		"release":      host.Release,
 		"rename-aside": func(ctx context.Context) error { return renameAside(fsys, dataDir, topic, topicID, false) },
 		"purge":        func(ctx context.Context) error { return PurgeTrash(fsys, dataDir, topic, topicID) },
-		"forget":       forgetFn,
+		"forget":       host.Forget,
 	}
 }
 
