@@ -85,11 +85,9 @@ func (e *Engine) Describe() BrokerStatus {
 				}
 			} else {
 				// Assigned here and not served: why its last open failed.
-				e.clMu.RLock()
-				if f, ok := e.openFailureLocked(openKey(v.spec.Name, int32(i), v.spec.ID)); ok {
+				if f, ok := e.opens.failure(openKey(v.spec.Name, int32(i), v.spec.ID)); ok {
 					ps.Error = f.err
 				}
-				e.clMu.RUnlock()
 			}
 			ts.Partitions = append(ts.Partitions, ps)
 		}

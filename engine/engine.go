@@ -138,19 +138,8 @@ type Engine struct {
 	// the cluster loop, read without a lock.
 	cview atomic.Pointer[clusterView]
 
-	clMu   sync.RWMutex
-	reopen map[string]reopenRequest // by openKey
-	// fenced records, by openKey, the leader epoch this incarnation last
-	// wrote into a partition's fence: only then may it open at an epoch
-	// equal to the fence (a retry of its own open).
-	fenced map[string]int32
-	// opening holds, by openKey, the partitions whose open is in flight:
-	// the heartbeat lists them as open already, so the controller does not
-	// release (and rename away) a topic under an open that has begun.
-	opening map[string]bool
-	// openErrs holds, by openKey, why a partition assigned here is not
-	// served (its last open failed); partitionbudget.go.
-	openErrs map[string]openFailure
+	// opens is this process's bookkeeping of its opens (openbook.go).
+	opens *openBook
 	// openSlots counts the partitions holding or opening log handles,
 	// bounded by Config.MaxPartitionsPerBroker (partitionbudget.go).
 	openSlots atomic.Int64
@@ -228,10 +217,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		changeCh: make(chan struct{}),
 
 		incarnation: uuid.NewString(),
-		reopen:      map[string]reopenRequest{},
-		fenced:      map[string]int32{},
-		opening:     map[string]bool{},
-		openErrs:    map[string]openFailure{},
+		opens:       newOpenBook(),
 	}
 	for _, o := range opts {
 		o(e)
@@ -431,7 +417,7 @@ func (e *Engine) reconcileTopic(ctx context.Context, name string) error {
 		if !mine {
 			// Not ours (or not assigned yet): release it if we hold it.
 			errs[p] = e.release(spec, p)
-			e.noteOpen(openKey(spec.Name, p, spec.ID), nil)
+			e.opens.noteOpen(openKey(spec.Name, p, spec.ID), nil)
 			continue
 		}
 		if cur := e.servingPartition(spec.Name, spec.ID, p); !prepared && (cur == nil || cur.Epoch() != owner.LeaderEpoch) {
@@ -446,7 +432,7 @@ func (e *Engine) reconcileTopic(ctx context.Context, name string) error {
 		}
 		g.Go(func() error {
 			errs[p] = e.driveOpen(ctx, spec, p, owner.LeaderEpoch)
-			e.noteOpen(openKey(spec.Name, p, spec.ID), errs[p])
+			e.opens.noteOpen(openKey(spec.Name, p, spec.ID), errs[p])
 			return nil
 		})
 	}
@@ -579,14 +565,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 	key := openKey(spec.Name, index, spec.ID)
 	rec.State = states.PartitionOpen.Resume(rec.State, e.stillFenced(key, rec.Epoch, epoch))
 	rec.Owner = e.owner
-	e.clMu.Lock()
-	e.opening[key] = true
-	e.clMu.Unlock()
-	defer func() {
-		e.clMu.Lock()
-		delete(e.opening, key)
-		e.clMu.Unlock()
-	}()
+	defer e.opens.startOpening(key)()
 	if rec.State == states.PartitionOpen.Initial || rec.State == "dir-ready" {
 		// Re-read the desired state before creating anything: a delete
 		// marked since the reconcile began must not get its directories
@@ -669,16 +648,11 @@ func (e *Engine) requestReopen(p *dataplane.Partition) {
 // askReopen asks the controller for a new leader epoch for the log named
 // key (a partition's or a coordinator shard's), which failed at epoch.
 func (e *Engine) askReopen(key, topicID string, index, epoch int32) {
-	e.clMu.Lock()
-	e.reopen[key] = reopenRequest{topicID: topicID, index: index, epoch: epoch}
-	e.clMu.Unlock()
+	e.opens.askReopen(key, reopenRequest{topicID: topicID, index: index, epoch: epoch})
 }
 
 func (e *Engine) pendingReopen(topicID, name string, index int32) (reopenRequest, bool) {
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
-	r, ok := e.reopen[openKey(name, index, topicID)]
-	return r, ok
+	return e.opens.pendingReopen(openKey(name, index, topicID))
 }
 
 func (e *Engine) servingPartition(name, id string, index int32) *dataplane.Partition {
@@ -705,7 +679,7 @@ func (e *Engine) dropTopic(name, id string) error {
 	if !ok {
 		return nil
 	}
-	e.forgetOpens(name, t.spec.ID)
+	e.opens.forgetFailures(name, t.spec.ID)
 	e.broadcast()
 	var errs []error
 	for _, p := range t.parts {
@@ -1051,8 +1025,6 @@ func (e *Engine) Readiness() (bool, string) {
 	e.shardMu.RUnlock()
 	topics := e.routes.all()
 	cv := e.clusterView()
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
 	if cv.assign == nil {
 		return false, "no partition assignment read yet"
 	}
@@ -1069,7 +1041,7 @@ func (e *Engine) Readiness() (bool, string) {
 			assigned++
 			if p == nil || p.Epoch() != o.LeaderEpoch {
 				unserved++
-				f, _ := e.openFailureLocked(openKey(t.spec.Name, int32(i), t.spec.ID))
+				f, _ := e.opens.failure(openKey(t.spec.Name, int32(i), t.spec.ID))
 				if f.overBudget {
 					overBudget++
 				} else if f.noFDs {

@@ -57,18 +57,13 @@ func (e *Engine) claimFence(spec desired.TopicSpec, index, epoch int32, rec *sta
 
 // claimFenceAt claims fence (a partition's or a coordinator shard's) at
 // epoch for the open named key (Fence.Claim), keeping this process's
-// claims: an epoch it cleared is its own on a retry (e.fenced), and an
+// claims: an epoch it cleared is its own on a retry (openBook.fenced), and an
 // epoch another writer holds is answered by asking the controller for a
 // new one.
 func (e *Engine) claimFenceAt(fence states.Fence, key, topicID string, index, epoch int32, rec *states.Record) error {
-	e.clMu.RLock()
-	ours := e.fenced[key] == epoch
-	e.clMu.RUnlock()
-	claim, err := fence.Claim(e.fsys, epoch, ours, rec)
+	claim, err := fence.Claim(e.fsys, epoch, e.opens.fencedAt(key) == epoch, rec)
 	if claim.Cleared {
-		e.clMu.Lock()
-		e.fenced[key] = epoch
-		e.clMu.Unlock()
+		e.opens.noteFenced(key, epoch)
 	}
 	if errors.Is(err, states.ErrEpochHeld) {
 		e.askReopen(key, topicID, index, epoch)

@@ -325,24 +325,10 @@ func (e *Engine) ownerOf(topicID string, index int32) (o cluster.PartitionOwner,
 // not answered yet, sorted, and forgets the answered ones.
 func (e *Engine) reopenList() []string {
 	cv := e.clusterView()
-	e.clMu.Lock()
-	defer e.clMu.Unlock()
-	var out []string
-	for k, r := range e.reopen {
+	return e.opens.reopenList(func(r reopenRequest) bool {
 		o, mine, ok := cv.owner(r.topicID, r.index)
-		if ok && (!mine || o.LeaderEpoch != r.epoch) {
-			delete(e.reopen, k)
-			continue
-		}
-		out = append(out, k+"#"+strconv.Itoa(int(r.epoch)))
-	}
-	sort.Strings(out)
-	return out
-}
-
-type reopenRequest struct {
-	topicID      string
-	index, epoch int32
+		return ok && (!mine || o.LeaderEpoch != r.epoch)
+	})
 }
 
 // assigned reports whether the assignment last read names the topic ID.
@@ -351,12 +337,7 @@ func (e *Engine) assigned(topicID string) bool { return e.clusterView().assigned
 // openList lists the partitions this broker holds open or is opening,
 // sorted.
 func (e *Engine) openList() []string {
-	e.clMu.RLock()
-	var out []string
-	for k := range e.opening {
-		out = append(out, k)
-	}
-	e.clMu.RUnlock()
+	out := e.opens.openingKeys()
 	for _, sp := range e.routes.served() {
 		out = append(out, openKey(sp.spec.Name, sp.p.Index, sp.spec.ID))
 	}

@@ -28,8 +28,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"syscall"
 )
 
 // ErrPartitionBudget refuses an admin change that would make the cluster
@@ -123,59 +121,9 @@ func (e *Engine) stillOverBudget(key, what string) error {
 	if limit <= 0 || open < limit {
 		return nil
 	}
-	e.clMu.RLock()
-	f, ok := e.openErrs[key]
-	e.clMu.RUnlock()
-	if !ok || !f.overBudget {
+	if f, ok := e.opens.failure(key); !ok || !f.overBudget {
 		return nil
 	}
 	// Waiting for a slot, not failing: a close or a raised budget frees one.
 	return WaitingOn(budgetFull(what, open, limit))
-}
-
-// openFailure is why a partition assigned to this broker is not served.
-type openFailure struct {
-	err        string
-	overBudget bool
-	noFDs      bool // EMFILE or ENFILE from the OS
-}
-
-// noteOpen records the outcome of an open (nil: served, or released).
-func (e *Engine) noteOpen(key string, err error) {
-	if err == nil {
-		// The common case, for every partition at every reconcile: a
-		// read lock unless there is something to forget.
-		e.clMu.RLock()
-		_, failed := e.openErrs[key]
-		e.clMu.RUnlock()
-		if !failed {
-			return
-		}
-	}
-	e.clMu.Lock()
-	defer e.clMu.Unlock()
-	if err == nil {
-		delete(e.openErrs, key)
-		return
-	}
-	e.openErrs[key] = openFailure{err: err.Error(), overBudget: errors.Is(err, ErrPartitionBudget),
-		noFDs: errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)}
-}
-
-// forgetOpens drops the recorded open failures of a topic incarnation.
-func (e *Engine) forgetOpens(name, id string) {
-	prefix, suffix := name+"/", "@"+id
-	e.clMu.Lock()
-	defer e.clMu.Unlock()
-	for k := range e.openErrs {
-		if strings.HasPrefix(k, prefix) && (id == "" || strings.HasSuffix(k, suffix)) {
-			delete(e.openErrs, k)
-		}
-	}
-}
-
-// openFailureLocked is the recorded failure of key; clMu held.
-func (e *Engine) openFailureLocked(key string) (openFailure, bool) {
-	f, ok := e.openErrs[key]
-	return f, ok
 }

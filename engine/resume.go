@@ -9,7 +9,5 @@ func (e *Engine) stillFenced(key string, recEpoch, epoch int32) bool {
 	if recEpoch != epoch {
 		return false
 	}
-	e.clMu.RLock()
-	defer e.clMu.RUnlock()
-	return e.fenced[key] == epoch
+	return e.opens.fencedAt(key) == epoch
 }
