@@ -101,7 +101,8 @@ func (e *Engine) driveReclaim(ctx context.Context, spec desired.TopicSpec, rec *
 		}
 		// Waits, not failures: the controller moves the assignment, and
 		// the other brokers drop the old handles when they see the new
-		// desired state. (The machine's record still counts the attempt.)
+		// desired state. (The machine's record says it waits; its
+		// attempts do not grow.)
 		if e.assigned(oldID) {
 			return WaitingOn(fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID))
 		}
