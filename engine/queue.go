@@ -19,7 +19,9 @@ type Queue[K comparable] struct {
 	mu         sync.Mutex
 	due        map[K]time.Time // waiting keys and when they are ready
 	processing map[K]bool
-	dirty      map[K]bool // added while processing: run again after
+	// dirty holds the keys added while processing, to run again after:
+	// true when a change added one, false when only a resync did.
+	dirty map[K]bool
 	// failures counts consecutive failed passes (the attempts shown);
 	// retries counts consecutive failed or waiting passes (the backoff).
 	failures map[K]int
@@ -72,6 +74,24 @@ func (q *Queue[K]) AddAfter(key K, d time.Duration) {
 		return
 	}
 	q.scheduleLocked(key, d)
+}
+
+// Resync is the periodic resync's add: like Add, except that a key whose
+// last pass ended terminally stays put (nothing changed for it), and one
+// in a pass that ends terminally is not run again for the resync.
+func (q *Queue[K]) Resync(key K) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.processing[key] {
+		if _, ok := q.dirty[key]; !ok {
+			q.dirty[key] = false
+		}
+		return
+	}
+	if st, ok := q.status[key]; ok && st.Outcome == OutcomeTerminal {
+		return
+	}
+	q.scheduleLocked(key, 0)
 }
 
 // scheduleLocked makes key due after d unless it is due sooner already.
@@ -150,7 +170,8 @@ func (q *Queue[K]) Get(ctx context.Context) (K, bool) {
 //     backoff; the failure count does not grow;
 //   - failed: the failure count grows; retried with the backoff;
 //   - terminal: counted once and not retried until the key is added
-//     again (an add during the pass counts, after the backoff).
+//     again (an add during the pass counts, after the backoff; a resync
+//     does not).
 //
 // A key added during a pass that did not succeed still waits for its
 // backoff.
@@ -158,7 +179,7 @@ func (q *Queue[K]) Done(key K, res Result, err error) Outcome {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.processing, key)
-	dirty := q.dirty[key]
+	changed, dirty := q.dirty[key]
 	delete(q.dirty, key)
 	out := outcomeOf(err)
 	if out == OutcomeOK {
@@ -190,7 +211,7 @@ func (q *Queue[K]) Done(key K, res Result, err error) Outcome {
 		if prev, ok := q.status[key]; !ok || prev.Outcome != OutcomeTerminal || prev.Reason != reason {
 			q.failures[key]++ // once per terminal error, however often it is re-added
 		}
-		if dirty {
+		if changed {
 			q.scheduleLocked(key, backoff)
 		}
 	}
