@@ -357,22 +357,28 @@ loop:
 	return err
 }
 
-func (e *Engine) resync() {
+// resync is the periodic resync: every key again, but a key whose last
+// pass ended terminally only when something changed for it (Queue.Resync).
+func (e *Engine) resync() { e.enqueueAll(e.queue.Resync) }
+
+// enqueueAll adds, with add, every key: the groups, the trash, and every
+// topic desired or held.
+func (e *Engine) enqueueAll(add func(Key)) {
 	specs, err := desired.ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
 	if err != nil {
 		e.log.Error(err, "resync: list desired topics")
 		return
 	}
-	e.queue.Add(groupsKey)
-	e.queue.Add(trashKey)
+	add(groupsKey)
+	add(trashKey)
 	seen := map[string]bool{}
 	for _, s := range specs {
 		seen[s.Name] = true
-		e.queue.Add(topicKey(s.Name))
+		add(topicKey(s.Name))
 	}
 	for _, name := range e.routes.names() {
 		if !seen[name] {
-			e.queue.Add(topicKey(name))
+			add(topicKey(name))
 		}
 	}
 }

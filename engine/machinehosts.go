@@ -169,7 +169,8 @@ func (h reclaimHost) Release(ctx context.Context) error {
 	}
 	// Waits, not failures: the controller moves the assignment, and the
 	// other brokers drop the old handles when they see the new desired
-	// state. (The machine's record still counts the attempt.)
+	// state. (The machine's record says it waits; its attempts do not
+	// grow.)
 	if e.assigned(oldID) {
 		return WaitingOn(fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID))
 	}

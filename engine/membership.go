@@ -306,7 +306,8 @@ func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
 		}
 	}
 	if unknown {
-		e.resync()
+		// Topics this broker does not know yet: a change to every key.
+		e.enqueueAll(e.queue.Add)
 	}
 	for name := range changed {
 		e.queue.Add(topicKey(name))

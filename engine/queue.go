@@ -19,13 +19,14 @@ type Queue[K comparable] struct {
 	mu         sync.Mutex
 	due        map[K]time.Time // waiting keys and when they are ready
 	processing map[K]bool
-	dirty      map[K]bool // added while processing: run again after
-	// failures counts consecutive failed passes (the attempts shown);
-	// retries counts consecutive failed or waiting passes (the backoff).
-	failures map[K]int
-	retries  map[K]int
-	status   map[K]KeyStatus[K] // keys whose last pass did not succeed
-	wake     chan struct{}
+	// dirty holds the keys added while processing, to run again after:
+	// true when a change added one, false when only a resync did.
+	dirty map[K]bool
+	// retries counts consecutive failed or waiting passes (the backoff);
+	// the attempts shown are the status's.
+	retries map[K]int
+	status  map[K]KeyStatus[K] // keys whose last pass did not succeed
+	wake    chan struct{}
 }
 
 // KeyStatus is how a key's last pass ended, when it did not succeed.
@@ -42,7 +43,7 @@ func NewQueue[K comparable](now func() time.Time, baseDelay, maxDelay time.Durat
 	return &Queue[K]{
 		now: now, baseDelay: baseDelay, maxDelay: maxDelay,
 		due: map[K]time.Time{}, processing: map[K]bool{}, dirty: map[K]bool{},
-		failures: map[K]int{}, retries: map[K]int{}, status: map[K]KeyStatus[K]{},
+		retries: map[K]int{}, status: map[K]KeyStatus[K]{},
 		wake: make(chan struct{}, 1),
 	}
 }
@@ -72,6 +73,24 @@ func (q *Queue[K]) AddAfter(key K, d time.Duration) {
 		return
 	}
 	q.scheduleLocked(key, d)
+}
+
+// Resync is the periodic resync's add: like Add, except that a key whose
+// last pass ended terminally stays put (nothing changed for it), and one
+// in a pass that ends terminally is not run again for the resync.
+func (q *Queue[K]) Resync(key K) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.processing[key] {
+		if _, ok := q.dirty[key]; !ok {
+			q.dirty[key] = false
+		}
+		return
+	}
+	if st, ok := q.status[key]; ok && st.Outcome == OutcomeTerminal {
+		return
+	}
+	q.scheduleLocked(key, 0)
 }
 
 // scheduleLocked makes key due after d unless it is due sooner already.
@@ -143,26 +162,35 @@ func (q *Queue[K]) Get(ctx context.Context) (K, bool) {
 	}
 }
 
+// Ended is how a pass ended, as Done tells the worker that logs it.
+type Ended struct {
+	Outcome  Outcome
+	Attempts int // consecutive failed passes, this one included
+	// NewTerminal is a terminal error other than the one the key's last
+	// pass ended with: news, where the same one again is not.
+	NewTerminal bool
+}
+
 // Done finishes a key's pass and returns how it ended:
-//   - success: failures reset; the key runs again only if re-added (at
+//   - success: attempts reset; the key runs again only if re-added (at
 //     once if it was added during the pass) or after res.RequeueAfter;
 //   - waiting: retried after res.RequeueAfter if positive, else with the
-//     backoff; the failure count does not grow;
-//   - failed: the failure count grows; retried with the backoff;
+//     backoff; the attempts do not grow;
+//   - failed: the attempts grow; retried with the backoff;
 //   - terminal: counted once and not retried until the key is added
-//     again (an add during the pass counts, after the backoff).
+//     again (an add during the pass counts, after the backoff; a resync
+//     does not).
 //
 // A key added during a pass that did not succeed still waits for its
 // backoff.
-func (q *Queue[K]) Done(key K, res Result, err error) Outcome {
+func (q *Queue[K]) Done(key K, res Result, err error) Ended {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.processing, key)
-	dirty := q.dirty[key]
+	changed, dirty := q.dirty[key]
 	delete(q.dirty, key)
 	out := outcomeOf(err)
 	if out == OutcomeOK {
-		delete(q.failures, key)
 		delete(q.retries, key)
 		delete(q.status, key)
 		switch {
@@ -171,42 +199,48 @@ func (q *Queue[K]) Done(key K, res Result, err error) Outcome {
 		case res.RequeueAfter > 0:
 			q.scheduleLocked(key, res.RequeueAfter)
 		}
-		return out
+		return Ended{Outcome: out}
 	}
 	q.retries[key]++
 	backoff := Backoff(q.retries[key], q.baseDelay, q.maxDelay)
 	reason := err.Error()
+	if out == OutcomeWaiting {
+		reason = waitReason(err)
+	}
+	prev, hadStatus := q.status[key]
+	same := hadStatus && prev.Outcome == out && prev.Reason == reason
+	ended := Ended{Outcome: out, Attempts: prev.Attempts}
 	switch out {
 	case OutcomeWaiting:
-		reason = waitReason(err)
 		if res.RequeueAfter > 0 {
 			backoff = res.RequeueAfter
 		}
 		q.scheduleLocked(key, backoff)
 	case OutcomeFailed:
-		q.failures[key]++
+		ended.Attempts++
 		q.scheduleLocked(key, backoff)
 	case OutcomeTerminal:
-		if prev, ok := q.status[key]; !ok || prev.Outcome != OutcomeTerminal || prev.Reason != reason {
-			q.failures[key]++ // once per terminal error, however often it is re-added
+		if !same { // once per terminal error, however often it is re-added
+			ended.Attempts++
+			ended.NewTerminal = true
 		}
-		if dirty {
+		if changed {
 			q.scheduleLocked(key, backoff)
 		}
 	}
 	since := q.now()
-	if prev, ok := q.status[key]; ok && prev.Outcome == out && prev.Reason == reason {
+	if same {
 		since = prev.Since
 	}
-	q.status[key] = KeyStatus[K]{Key: key, Outcome: out, Reason: reason, Attempts: q.failures[key], Since: since}
-	return out
+	q.status[key] = KeyStatus[K]{Key: key, Outcome: out, Reason: reason, Attempts: ended.Attempts, Since: since}
+	return ended
 }
 
 // Failures is the current consecutive failure count of key.
 func (q *Queue[K]) Failures(key K) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.failures[key]
+	return q.status[key].Attempts
 }
 
 // Status is the last outcome of key, and whether its last pass did not

@@ -113,7 +113,7 @@ func TestQueueOutcomes(t *testing.T) {
 				if got := ready(q); !eq(got, []string{"k"}) {
 					t.Fatalf("pass %d: ready = %v, want k", i, got)
 				}
-				if out := q.Done("k", p.res, p.err); out != p.wantOutcome {
+				if out := q.Done("k", p.res, p.err).Outcome; out != p.wantOutcome {
 					t.Fatalf("pass %d: Done = %v, want %v", i, out, p.wantOutcome)
 				}
 				st, notOK := q.Status("k")

@@ -45,6 +45,10 @@ func (w *WaitingError) Error() string {
 
 func (w *WaitingError) Unwrap() error { return w.Err }
 
+// Waiting makes a wait one to the state machines too (states.Waiter): an
+// action that returns it is not counted as an attempt.
+func (w *WaitingError) Waiting() bool { return true }
+
 // TerminalError is a pass that cannot succeed by retrying (a state
 // machine's record and table disagree): the key is not retried until it
 // is enqueued again, and its status says failed (terminal).
@@ -60,6 +64,10 @@ func Terminal(err error) error {
 
 func (t *TerminalError) Error() string { return t.Err.Error() }
 func (t *TerminalError) Unwrap() error { return t.Err }
+
+// Waiting is false: a terminal error is not a wait, whatever it wraps (as
+// outcomeOf sees it).
+func (t *TerminalError) Waiting() bool { return false }
 
 // Outcome is how a pass ended, as the queue and the status see it.
 type Outcome int

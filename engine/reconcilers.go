@@ -44,19 +44,18 @@ func (e *Engine) work(ctx context.Context) {
 			return
 		}
 		log := e.log.WithValues("reconcileID", e.reconcileIDs.Add(1), "kind", key.Kind, "name", key.Name)
-		prev, _ := e.queue.Status(key)
 		res, err := e.reconcile(logr.NewContext(ctx, log), key)
-		out := e.queue.Done(key, res, err)
+		ended := e.queue.Done(key, res, err)
 		if ctx.Err() != nil {
 			continue // stopping: errors of cut-short passes are not news
 		}
-		switch out {
+		switch ended.Outcome {
 		case OutcomeWaiting:
 			log.V(1).Info("reconcile waiting", "reason", waitReason(err))
 		case OutcomeFailed:
-			log.Error(err, "reconcile failed; retrying with backoff", "key", key.String(), "failures", e.queue.Failures(key))
+			log.Error(err, "reconcile failed; retrying with backoff", "key", key.String(), "failures", ended.Attempts)
 		case OutcomeTerminal:
-			if prev.Outcome != OutcomeTerminal || prev.Reason != err.Error() {
+			if ended.NewTerminal {
 				log.Error(err, "reconcile failed for good; not retried until the key is enqueued again", "key", key.String())
 			}
 		}

@@ -67,9 +67,13 @@ func StatusRows(recs []states.Record) []StatusRow {
 }
 
 // RecordOutcome is what a machine record's fields tell of its outcome:
-// failed with a last error, done at its desired state, else in progress.
+// waiting when its last error is a wait ("waiting: <step>: <reason>"),
+// failed with any other last error, done at its desired state, else in
+// progress.
 func RecordOutcome(r states.Record) string {
 	switch {
+	case r.IsWaiting():
+		return r.LastError
 	case r.LastError != "":
 		return "failed: " + r.LastError
 	case r.State == r.Desired:

@@ -65,6 +65,8 @@ func TestRecordOutcome(t *testing.T) {
 		{states.Record{Desired: "serving", State: "serving"}, "done"},
 		{states.Record{Desired: "serving", State: "fenced"}, "in progress"},
 		{states.Record{Desired: "deleted", State: "renamed", Attempts: 3, LastError: "purge: busy"}, "failed: purge: busy"},
+		{states.Record{Desired: "reclaimed", State: "renamed", LastError: "waiting: release: broker 2 still holds it"}, "waiting: release: broker 2 still holds it"},
+		{states.Record{Desired: "reclaimed", State: "renamed", Attempts: 1, LastError: "release: waiting for nothing"}, "failed: release: waiting for nothing"},
 	}
 	for _, c := range cases {
 		if got := RecordOutcome(c.rec); got != c.want {

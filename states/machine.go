@@ -98,7 +98,9 @@ var ErrIllegalTransition = errors.New("illegal transition")
 // Drive runs rec from its current state to the machine's end state. After
 // every step it calls save with the updated record; a failed action or save
 // stops the pass with the error recorded in rec (attempts, last error), and
-// save is called once more so the failure is visible. The caller re-drives
+// save is called once more so the failure is visible. An action that waits
+// (IsWaiting) stops the pass the same way, but its last error reads
+// "waiting: <step>: <reason>" and attempts do not grow. The caller re-drives
 // later with backoff.
 func Drive(ctx context.Context, def Definition, rec *Record, acts Actions, save func(*Record) error, now func() time.Time) error {
 	if rec.State == "" {
@@ -121,8 +123,14 @@ func Drive(ctx context.Context, def Definition, rec *Record, acts Actions, save 
 			return err
 		}
 		if err := act(ctx); err != nil {
-			rec.Attempts++
-			rec.LastError = fmt.Sprintf("%s: %v", event, err)
+			if IsWaiting(err) {
+				// A wait is not an attempt; the record still says what it
+				// waits for.
+				rec.LastError = fmt.Sprintf("%s%s: %v", waitingPrefix, event, err)
+			} else {
+				rec.Attempts++
+				rec.LastError = fmt.Sprintf("%s: %v", event, err)
+			}
 			if serr := save(rec); serr != nil {
 				err = errors.Join(err, fmt.Errorf("save status: %w", serr))
 			}

@@ -194,7 +194,7 @@ func reconcileStatus(src source, out io.Writer) error {
 	fmt.Fprintln(tw, "KIND\tOBJECT\tDESIRED\tSTATE\tATTEMPTS\tSINCE\tOWNER\tOUTCOME\tLAST ERROR")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Kind, r.Object, r.Desired, r.State, r.Attempts,
-			r.Since.Format(time.RFC3339), r.Owner, tableOutcome(r), r.LastError)
+			r.Since.Format(time.RFC3339), r.Owner, tableOutcome(r), tableLastError(r))
 	}
 	return tw.Flush()
 }
@@ -206,6 +206,15 @@ func tableOutcome(r engine.StatusRow) string {
 		return strings.TrimSuffix(r.Outcome, ": "+r.LastError)
 	}
 	return r.Outcome
+}
+
+// tableLastError is a row's last error, none for a machine that waits: the
+// OUTCOME column says what it waits for.
+func tableLastError(r engine.StatusRow) string {
+	if r.IsWaiting() {
+		return ""
+	}
+	return r.LastError
 }
 
 func topicsList(src source, out io.Writer) error {

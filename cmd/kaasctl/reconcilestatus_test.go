@@ -88,3 +88,24 @@ func TestReconcileStatusFromABroker(t *testing.T) {
 		t.Errorf("since not RFC 3339:\n%s", out.String())
 	}
 }
+
+// TestReconcileStatusTableColumns: the OUTCOME and LAST ERROR columns of a
+// row, a machine that waits among them (its wait is no error).
+func TestReconcileStatusTableColumns(t *testing.T) {
+	cases := []struct {
+		name                 string
+		rec                  states.Record
+		wantOutcome, wantErr string
+	}{
+		{"done", states.Record{Desired: "serving", State: "serving"}, "done", ""},
+		{"failed", states.Record{Desired: "deleted", State: "renamed", Attempts: 2, LastError: "purge: busy"}, "failed", "purge: busy"},
+		{"waiting", states.Record{Desired: "reclaimed", State: "renamed", LastError: "waiting: release: broker 2 holds it"},
+			"waiting: release: broker 2 holds it", ""},
+	}
+	for _, c := range cases {
+		r := engine.StatusRow{Record: c.rec, Outcome: engine.RecordOutcome(c.rec)}
+		if got, gotErr := tableOutcome(r), tableLastError(r); got != c.wantOutcome || gotErr != c.wantErr {
+			t.Errorf("%s: outcome %q, last error %q; want %q, %q", c.name, got, gotErr, c.wantOutcome, c.wantErr)
+		}
+	}
+}

@@ -4,84 +4,44 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/kaas-dev/kaas/volume/records"
 )
 
-// Layout of a Kafka RecordBatch v2 header (KIP-98). Offsets are byte
-// positions from the start of the batch.
+// The RecordBatch v2 header's layout is volume/records' (its one
+// definition); the short names below are this package's for it.
 const (
-	offBaseOffset           = 0
-	offBatchLength          = 8
-	offPartitionLeaderEpoch = 12
-	offMagic                = 16
-	offCRC                  = 17
-	offAttributes           = 21 // the CRC covers [offAttributes, end)
-	offLastOffsetDelta      = 23
-	offFirstTimestamp       = 27
-	offMaxTimestamp         = 35
-	offProducerID           = 43
-	offProducerEpoch        = 51
-	offBaseSequence         = 53
-	offNumRecords           = 57
+	offBaseOffset           = records.OffBaseOffset
+	offBatchLength          = records.OffBatchLength
+	offPartitionLeaderEpoch = records.OffPartitionLeaderEpoch
+	offMagic                = records.OffMagic
+	offCRC                  = records.OffCRC
+	offAttributes           = records.OffAttributes // the CRC covers [offAttributes, end)
+	offLastOffsetDelta      = records.OffLastOffsetDelta
+	offFirstTimestamp       = records.OffFirstTimestamp
+	offMaxTimestamp         = records.OffMaxTimestamp
+	offProducerID           = records.OffProducerID
+	offProducerEpoch        = records.OffProducerEpoch
+	offBaseSequence         = records.OffBaseSequence
+	offNumRecords           = records.OffNumRecords
 
 	// BatchHeaderSize is the size of a RecordBatch v2 header, up to and
 	// including the record count.
-	BatchHeaderSize = 61
+	BatchHeaderSize = records.BatchHeaderSize
 	// batchLengthOverhead is the part of a batch not counted by batchLength:
 	// baseOffset and batchLength themselves.
-	batchLengthOverhead = 12
+	batchLengthOverhead = records.BatchLengthOverhead
 	// supportedMagic is the only message format kaas stores.
-	supportedMagic = 2
-)
+	supportedMagic = records.Magic
 
-// Attribute bits of a RecordBatch v2.
-const (
-	attrCompressionMask = 0x07
-	attrTimestampType   = 0x08
-	attrTransactional   = 0x10
-	attrControl         = 0x20
+	attrTimestampType = records.AttrLogAppendTime
 )
 
 // castagnoli is the CRC-32C table Kafka uses for batch checksums.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // BatchHeader is the decoded fixed header of a RecordBatch v2.
-type BatchHeader struct {
-	BaseOffset           int64
-	BatchLength          int32 // bytes after the BatchLength field
-	PartitionLeaderEpoch int32
-	Magic                int8
-	CRC                  uint32
-	Attributes           int16
-	LastOffsetDelta      int32
-	FirstTimestamp       int64
-	MaxTimestamp         int64
-	ProducerID           int64
-	ProducerEpoch        int16
-	BaseSequence         int32
-	NumRecords           int32
-}
-
-// Size is the total size in bytes of the batch on the wire and on disk.
-func (h BatchHeader) Size() int64 { return int64(h.BatchLength) + batchLengthOverhead }
-
-// LastOffset is the offset of the batch's last record.
-func (h BatchHeader) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
-
-// NextOffset is the offset following the batch.
-func (h BatchHeader) NextOffset() int64 { return h.LastOffset() + 1 }
-
-// Compression is the codec id of the batch's records: 0 none, 1 gzip,
-// 2 snappy, 3 lz4, 4 zstd.
-func (h BatchHeader) Compression() int8 { return int8(h.Attributes & attrCompressionMask) }
-
-// LogAppendTime reports whether the batch's timestamps are broker append times.
-func (h BatchHeader) LogAppendTime() bool { return h.Attributes&attrTimestampType != 0 }
-
-// IsTransactional reports whether the batch belongs to a transaction.
-func (h BatchHeader) IsTransactional() bool { return h.Attributes&attrTransactional != 0 }
-
-// IsControl reports whether the batch holds a control record (a transaction marker).
-func (h BatchHeader) IsControl() bool { return h.Attributes&attrControl != 0 }
+type BatchHeader = records.BatchHeader
 
 // ParseBatchHeader decodes the fixed header at the start of b. It checks only
 // what the header alone can tell (size, magic, length fields); ValidateBatch
@@ -90,21 +50,7 @@ func ParseBatchHeader(b []byte) (BatchHeader, error) {
 	if len(b) < BatchHeaderSize {
 		return BatchHeader{}, fmt.Errorf("%w: %d bytes, need at least the %d-byte header", ErrCorruptBatch, len(b), BatchHeaderSize)
 	}
-	h := BatchHeader{
-		BaseOffset:           int64(binary.BigEndian.Uint64(b[offBaseOffset:])),
-		BatchLength:          int32(binary.BigEndian.Uint32(b[offBatchLength:])),
-		PartitionLeaderEpoch: int32(binary.BigEndian.Uint32(b[offPartitionLeaderEpoch:])),
-		Magic:                int8(b[offMagic]),
-		CRC:                  binary.BigEndian.Uint32(b[offCRC:]),
-		Attributes:           int16(binary.BigEndian.Uint16(b[offAttributes:])),
-		LastOffsetDelta:      int32(binary.BigEndian.Uint32(b[offLastOffsetDelta:])),
-		FirstTimestamp:       int64(binary.BigEndian.Uint64(b[offFirstTimestamp:])),
-		MaxTimestamp:         int64(binary.BigEndian.Uint64(b[offMaxTimestamp:])),
-		ProducerID:           int64(binary.BigEndian.Uint64(b[offProducerID:])),
-		ProducerEpoch:        int16(binary.BigEndian.Uint16(b[offProducerEpoch:])),
-		BaseSequence:         int32(binary.BigEndian.Uint32(b[offBaseSequence:])),
-		NumRecords:           int32(binary.BigEndian.Uint32(b[offNumRecords:])),
-	}
+	h := records.DecodeBatchHeader(b)
 	if h.Magic != supportedMagic {
 		return h, fmt.Errorf("%w: magic %d, only %d is supported", ErrCorruptBatch, h.Magic, supportedMagic)
 	}

@@ -3,9 +3,11 @@
 // DefaultRecord do: a produced batch whose records a consumer could not
 // decode is refused instead of stored.
 //
-// The batch's header and CRC are partlog.ValidateBatch's job; this package
-// reads only the header fields it needs, so that partlog can use it too
-// (ListOffsets by timestamp decodes one batch's records) without a cycle.
+// This package holds the RecordBatch v2 header's layout and its decoding
+// (DecodeBatchHeader), the one copy of them: partlog, which checks the
+// header and CRC (partlog.ValidateBatch), stamps and builds batches, uses
+// them, and uses this package's validator too (ListOffsets by timestamp
+// decodes one batch's records), so this package cannot import partlog.
 //
 // Validation streams: a compressed batch is decompressed through a fixed
 // window and the records' keys, values and headers are skipped, never held,

@@ -65,11 +65,11 @@ func (v *Validator) Each(batch []byte, limit int, fn func(offsetDelta int32, tim
 // timestamp is at or after ts (Kafka's ListOffsets by timestamp within a
 // batch): its offset delta and timestamp. ok is false when no record is.
 func (v *Validator) FirstAtOrAfter(batch []byte, ts int64, limit int) (offsetDelta int32, timestamp int64, ok bool, err error) {
-	if len(batch) < headerSize {
+	if len(batch) < BatchHeaderSize {
 		return 0, 0, false, fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
 	}
-	if h := parseHeader(batch); h.logAppendTime() {
-		return 0, h.maxTimestamp, h.maxTimestamp >= ts, nil
+	if h := DecodeBatchHeader(batch); h.LogAppendTime() {
+		return 0, h.MaxTimestamp, h.MaxTimestamp >= ts, nil
 	}
 	err = v.walk(batch, limit, func(d int32, t int64) bool {
 		if t >= ts {
@@ -82,30 +82,30 @@ func (v *Validator) FirstAtOrAfter(batch []byte, ts int64, limit int) (offsetDel
 }
 
 func (v *Validator) walk(batch []byte, limit int, fn func(int32, int64) bool) error {
-	if len(batch) < headerSize {
+	if len(batch) < BatchHeaderSize {
 		return fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
 	}
-	h := parseHeader(batch)
-	if h.numRecords < 1 || int64(h.numRecords) != int64(h.lastOffsetDelta)+1 {
-		return fmt.Errorf("%w: %d records for last offset delta %d", ErrInvalid, h.numRecords, h.lastOffsetDelta)
+	h := DecodeBatchHeader(batch)
+	if h.NumRecords < 1 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+		return fmt.Errorf("%w: %d records for last offset delta %d", ErrInvalid, h.NumRecords, h.LastOffsetDelta)
 	}
-	if h.control() && h.numRecords != 1 {
-		return fmt.Errorf("%w: a control batch of %d records, want 1", ErrInvalid, h.numRecords)
+	if h.IsControl() && h.NumRecords != 1 {
+		return fmt.Errorf("%w: a control batch of %d records, want 1", ErrInvalid, h.NumRecords)
 	}
-	codec := h.codec()
-	if err := v.c.open(&v.s, codec, batch[headerSize:], int64(limit)); err != nil {
+	codec := int(h.Compression())
+	if err := v.c.open(&v.s, codec, batch[BatchHeaderSize:], int64(limit)); err != nil {
 		return err
 	}
 	defer v.release()
-	for i := range h.numRecords {
-		tsDelta, err := v.record(i, h.control())
+	for i := range h.NumRecords {
+		tsDelta, err := v.record(i, h.IsControl())
 		if err != nil {
 			return err
 		}
 		if fn != nil {
-			ts := h.firstTimestamp + tsDelta
-			if h.logAppendTime() {
-				ts = h.maxTimestamp
+			ts := h.FirstTimestamp + tsDelta
+			if h.LogAppendTime() {
+				ts = h.MaxTimestamp
 			}
 			if !fn(i, ts) {
 				return nil
@@ -117,7 +117,7 @@ func (v *Validator) walk(batch []byte, limit int, fn func(int32, int64) bool) er
 		return fmt.Errorf("after the last record: %w", err)
 	}
 	if !end {
-		return fmt.Errorf("%w: bytes after the last of %d records", ErrInvalid, h.numRecords)
+		return fmt.Errorf("%w: bytes after the last of %d records", ErrInvalid, h.NumRecords)
 	}
 	if n := v.c.leftover(codec); n > 0 {
 		return fmt.Errorf("%w: %d bytes after the end of the compressed stream", ErrCorrupt, n)
