@@ -582,7 +582,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 	}
 	host := &partitionOpenHost{e: e, spec: spec, index: index, epoch: epoch}
 	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index, rec, host)
-	err = stampWaitHint(states.Drive(ctx, states.PartitionOpen, rec, acts, e.save, e.cfg.Now))
+	err = states.Drive(ctx, states.PartitionOpen, rec, acts, e.save, e.cfg.Now)
 	if opened := host.opened; err != nil && opened != nil && e.servingPartition(spec.Name, spec.ID, index) != opened {
 		_ = opened.Close()
 	}

@@ -200,16 +200,6 @@ func (e *Engine) machineRunningFor(entry, id string) (topic string, running bool
 	return topic, false, nil
 }
 
-// stampWaitHint is the error of a partition open that met another
-// incarnation's stamp on a broker that is not the controller: a wait for
-// the controller's directory-reclaim, not a failure of the reconcile.
-func stampWaitHint(err error) error {
-	if errors.Is(err, states.ErrStampMismatch) {
-		return WaitingOn(fmt.Errorf("%w (waiting for the controller's directory-reclaim)", err))
-	}
-	return err
-}
-
 // maxRetryDelay caps the reconcile queue's backoff: a machine that fails
 // until something outside it changes (a purge waiting for the last handle
 // on an NFS .nfsXXXX file, an open waiting for the controller's reclaim)

@@ -107,6 +107,10 @@ func outcomeOf(err error) Outcome {
 		return OutcomeTerminal
 	case *WaitingError:
 		return OutcomeWaiting
+	case states.Waiter: // a machine's own wait (states.Wait)
+		if u.Waiting() {
+			return OutcomeWaiting
+		}
 	case interface{ Unwrap() []error }:
 		out := OutcomeOK
 		for _, part := range u.Unwrap() {

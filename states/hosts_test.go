@@ -2,6 +2,7 @@ package states_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -88,5 +89,28 @@ func TestHostStepsAreTheHosts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStampMismatchWaits: a partition open that meets another
+// incarnation's stamp waits for the directory-reclaim: the record counts
+// no attempt, says it waits, and the error still names the mismatch.
+func TestStampMismatchWaits(t *testing.T) {
+	fsys := memfs.New()
+	if err := volume.MkdirAllSync(fsys, states.TopicDir(sweepData, sweepTopic)); err != nil {
+		t.Fatal(err)
+	}
+	if err := states.EnsureStamp(fsys, sweepData, sweepTopic, "another-incarnation"); err != nil {
+		t.Fatal(err)
+	}
+	rec := states.PartitionOpen.NewRecord(states.PartitionObject(sweepTopic, 0), sweepTopicID, hostOwner, sweepNow())
+	host := &recordingHost{}
+	err := states.Drive(context.Background(), states.PartitionOpen, rec,
+		states.PartitionOpenActions(fsys, sweepData, sweepTopic, sweepTopicID, 0, rec, host), saver(fsys), sweepNow)
+	if !errors.Is(err, states.ErrStampMismatch) || !states.IsWaiting(err) {
+		t.Fatalf("drive: %v (waiting %v), want a wait on the stamp mismatch", err, states.IsWaiting(err))
+	}
+	if rec.State != "dir-ready" || rec.Attempts != 0 || !rec.IsWaiting() || len(host.called) != 0 {
+		t.Fatalf("record %s, %d attempts, waiting %v, host called %v", rec.State, rec.Attempts, rec.IsWaiting(), host.called)
 	}
 }

@@ -90,7 +90,13 @@ func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partit
 			return volume.MkdirAllSync(fsys, PartitionDir(dataDir, topic, partition))
 		},
 		"stamp": func(ctx context.Context) error {
-			return EnsureStamp(fsys, dataDir, topic, topicID)
+			err := EnsureStamp(fsys, dataDir, topic, topicID)
+			if errors.Is(err, ErrStampMismatch) {
+				// Not this machine's to fix: it waits for the controller's
+				// directory-reclaim to move the directory aside.
+				return Wait(fmt.Errorf("%w (waiting for the controller's directory-reclaim)", err))
+			}
+			return err
 		},
 		"fence":   func(ctx context.Context) error { return host.Fence(ctx, rec) },
 		"recover": func(ctx context.Context) error { return host.Recover(ctx, rec) },

@@ -8,6 +8,14 @@ import "strings"
 // the method.
 type Waiter interface{ Waiting() bool }
 
+// Wait marks err as a wait (Waiter); errors.Is and As still see err.
+func Wait(err error) error { return waitingError{err} }
+
+type waitingError struct{ error }
+
+func (w waitingError) Waiting() bool { return true }
+func (w waitingError) Unwrap() error { return w.error }
+
 // IsWaiting reports whether err is a wait: a Waiter, an error wrapping
 // one, or a join whose every part waits (one plain failure among them
 // makes the whole a failure).
