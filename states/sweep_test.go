@@ -151,8 +151,8 @@ func claimAboveFence(fsys volume.FS, fence states.Fence, rec *states.Record) err
 }
 
 // newPartitionHost is the partition-open host of the "new" scenario: the
-// real fence step; recover opens the log at the fenced epoch and closes
-// it; serve checks that a log was recovered.
+// real fence step; recover is the engine's (dataplane.Open at the fenced
+// epoch), then closes the partition; serve checks that it was recovered.
 type newPartitionHost struct {
 	fsys volume.FS
 	r    *run
@@ -173,11 +173,11 @@ func (h newPartitionHost) Recover(ctx context.Context, rec *states.Record) error
 	if epoch < 1 || epoch != rec.Epoch {
 		return fmt.Errorf("recover at epoch %d with the fence at %d: the fence step did not claim it", rec.Epoch, epoch)
 	}
-	lg, err := partlog.Open(h.fsys, dir, partlog.Config{Epoch: epoch, Now: sweepNow})
+	p, err := recoverPartition(h.fsys, rec)
 	if err != nil {
 		return err
 	}
-	if err := lg.Close(); err != nil {
+	if err := p.Close(); err != nil {
 		return err
 	}
 	h.r.recovered, h.r.epoch = true, epoch
