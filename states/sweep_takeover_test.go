@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -83,6 +84,7 @@ func setupPreviousOwner(t *testing.T, fsys volume.FS, tr *trial) {
 	for _, a := range acked {
 		tr.ack(a[0].(int64), a[1].([]byte))
 	}
+	tr.lastAcked = takeoverAck{base: acked[1][0].(int64), pid: pidAcked, seq: 2}
 	base, _, err := appendBatch(tr, lg, pidTail, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +109,14 @@ func setupPreviousOwner(t *testing.T, fsys volume.FS, tr *trial) {
 	if lg.HighWatermark() != base {
 		t.Fatalf("high watermark %d, want %d: the tail must stay unacknowledged", lg.HighWatermark(), base)
 	}
+}
+
+// takeoverAck names an acknowledged batch: its offset, producer and first
+// sequence.
+type takeoverAck struct {
+	base int64
+	pid  int64
+	seq  int32
 }
 
 // ack records an acknowledged batch. An offset acknowledged before with
@@ -137,6 +147,67 @@ func activeSegment(t *testing.T, fsys volume.FS, dir string) string {
 		t.Fatalf("no segment in %s", dir)
 	}
 	return path.Join(dir, last)
+}
+
+// readBatchAt reads the batch whose base offset is off.
+func readBatchAt(lg *partlog.Log, off int64) ([]byte, error) {
+	b, err := lg.Read(off, 1<<20, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read at %d: %w", off, err)
+	}
+	h, err := partlog.ParseBatchHeader(b)
+	if err != nil {
+		return nil, fmt.Errorf("read at %d: %w", off, err)
+	}
+	if h.BaseOffset != off {
+		return nil, fmt.Errorf("read at %d found the batch at %d", off, h.BaseOffset)
+	}
+	return bytes.Clone(b[:h.Size()]), nil
+}
+
+// produceBatch produces a batch of pid at seq through the partition as a
+// client does (append, then wait until durable), notes what was written
+// where, and returns the offset the produce answered with the batch stored
+// there: a retry of a batch an earlier drive wrote is answered as that
+// duplicate, by the producer state recovery rebuilt.
+func produceBatch(ctx context.Context, tr *trial, p *dataplane.Partition, pid int64, seq int32) (int64, []byte, error) {
+	b := takeoverBatch(pid, seq)
+	end := p.Log().LogEndOffset()
+	last, res, err := p.Append(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	if res.BaseOffset >= end { // appended, and stamped in place
+		tr.wrote[res.BaseOffset] = append(tr.wrote[res.BaseOffset], bytes.Clone(b))
+	}
+	if err := p.Sync(ctx, last); err != nil {
+		return 0, nil, err
+	}
+	stored, err := readBatchAt(p.Log(), res.BaseOffset)
+	if err != nil {
+		return 0, nil, err
+	}
+	if h, _ := partlog.ParseBatchHeader(stored); h.ProducerID != pid || h.BaseSequence != seq {
+		return 0, nil, fmt.Errorf("produce of producer %d at sequence %d answered offset %d, which holds producer %d's batch at sequence %d",
+			pid, seq, res.BaseOffset, h.ProducerID, h.BaseSequence)
+	}
+	return res.BaseOffset, stored, nil
+}
+
+// resendLastAcked re-sends the previous owner's last acknowledged batch, as
+// its producer retries it against the new leader: the producer state the
+// recover step rebuilt (from a snapshot and the log after it) must answer
+// it as the duplicate it is, at its offset, and not append it again.
+func resendLastAcked(ctx context.Context, tr *trial, p *dataplane.Partition) error {
+	a := tr.lastAcked
+	base, _, err := produceBatch(ctx, tr, p, a.pid, a.seq)
+	if err != nil {
+		return fmt.Errorf("re-send of producer %d's acknowledged batch: %w", a.pid, err)
+	}
+	if base != a.base {
+		return fmt.Errorf("re-send of producer %d's batch acknowledged at offset %d was appended again at %d: the producer state was not recovered", a.pid, a.base, base)
+	}
+	return nil
 }
 
 // readAllBatches reads every batch below the high watermark, by base
@@ -188,9 +259,12 @@ func takeoverScenario() sweepScenario {
 }
 
 // takeoverHost is the partition-open host of the takeover scenario: the
-// real fence step; recover opens the log at the fenced epoch, after which
-// the previous owner, still running, tries to write (a zombie); serve
-// acknowledges one batch of the new owner and reads the log back.
+// real fence step; recover is the engine's (dataplane.Open at the fenced
+// epoch), after which the previous owner, still running, tries to write
+// (a zombie); serve checks that a retry of the previous owner's last
+// acknowledged batch is answered as a duplicate, acknowledges one batch of
+// the new owner's producer, reads the log back and closes the partition
+// (which snapshots the producer state).
 type takeoverHost struct {
 	fsys volume.FS
 	r    *run
@@ -210,16 +284,12 @@ func (h takeoverHost) Recover(ctx context.Context, rec *states.Record) error {
 	if fence != rec.Epoch || fence <= h.tr.oldEpoch {
 		return fmt.Errorf("recover at epoch %d with the fence at %d", rec.Epoch, fence)
 	}
-	var previous []int32
-	if rec.FencedFrom != nil {
-		previous = append(previous, *rec.FencedFrom)
-	}
-	lg, err := partlog.Open(h.fsys, dir, partlog.Config{Epoch: rec.Epoch, PreviousEpochs: previous, Now: sweepNow})
+	p, err := recoverPartition(h.fsys, rec)
 	if err != nil {
 		return err
 	}
-	h.tr.logs = append(h.tr.logs, lg)
-	h.r.log = lg
+	h.tr.parts = append(h.tr.parts, p)
+	h.r.part = p
 	if z := h.tr.zombie; z != nil {
 		// The previous owner has not noticed yet: its write lands
 		// past the sealed end and must not be acknowledged.
@@ -236,21 +306,25 @@ func (h takeoverHost) Recover(ctx context.Context, rec *states.Record) error {
 }
 
 func (h takeoverHost) Serve(ctx context.Context, rec *states.Record) error {
-	if h.r.log == nil {
-		return errors.New("serve without a recovered log")
+	p := h.r.part
+	if p == nil {
+		return errors.New("serve without a recovered partition")
 	}
-	base, b, err := appendBatch(h.tr, h.r.log, pidNewOwner, int32(len(h.tr.acked)))
+	if err := resendLastAcked(ctx, h.tr, p); err != nil {
+		return err
+	}
+	// The new owner's producer sends its next batch: a retry of one an
+	// earlier drive wrote but did not acknowledge, if any.
+	base, stored, err := produceBatch(ctx, h.tr, p, pidNewOwner, 2*h.tr.newOwnerAcked)
 	if err != nil {
 		return err
 	}
-	if err := h.r.log.Sync(ctx, math.MaxInt64); err != nil {
+	h.tr.ack(base, stored)
+	h.tr.newOwnerAcked++
+	if h.r.readable, err = readAllBatches(p.Log()); err != nil {
 		return err
 	}
-	h.tr.ack(base, b)
-	if h.r.readable, err = readAllBatches(h.r.log); err != nil {
-		return err
-	}
-	if err := h.r.log.Close(); err != nil {
+	if err := p.Close(); err != nil {
 		return err
 	}
 	h.r.served = true

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 	"github.com/kaas-dev/kaas/volume/crashtest"
@@ -41,22 +42,27 @@ type run struct {
 	epoch     int32
 	// served is set when serve ran after a successful recover in this run.
 	served bool
-	// log is the log recover opened (takeover), readable the batches serve
-	// read back from it, by base offset.
-	log      *partlog.Log
+	// part is the partition recover opened (takeover), readable the
+	// batches serve read back from its log, by base offset.
+	part     *dataplane.Partition
 	readable map[int64][]byte
 }
 
 // trial is what one crash point's workload keeps outside the volume: what
-// was acknowledged, a previous owner still running, the logs to close, and
-// broken invariants seen inside actions.
+// was acknowledged, a previous owner still running, the partitions to
+// close, and broken invariants seen inside actions.
 type trial struct {
 	acked    map[int64][]byte // batches acknowledged, by base offset
 	wrote    map[int64][][]byte
 	zombie   *partlog.Log // the previous owner, until the crash
 	oldEpoch int32
-	logs     []*partlog.Log
-	problems []string
+	// lastAcked is the previous owner's last acknowledged batch, which its
+	// producer re-sends to the new owner (takeover); newOwnerAcked counts
+	// the new owner's producer's acknowledged batches.
+	lastAcked     takeoverAck
+	newOwnerAcked int32
+	parts         []*dataplane.Partition
+	problems      []string
 	// coord is the coordinator-open workload's state (sweep_coordinator_test.go).
 	coord *coordTrial
 }
@@ -65,13 +71,13 @@ func newTrial() *trial {
 	return &trial{acked: map[int64][]byte{}, wrote: map[int64][][]byte{}}
 }
 
-// closeAll closes every log the trial opened. After a crash they fail: the
-// process they belong to is gone.
+// closeAll closes every partition the trial opened. After a crash they
+// fail: the process they belong to is gone.
 func (tr *trial) closeAll() {
-	for _, lg := range tr.logs {
-		_ = lg.Close()
+	for _, p := range tr.parts {
+		_ = p.Close()
 	}
-	tr.logs = nil
+	tr.parts = nil
 	if tr.zombie != nil {
 		_ = tr.zombie.Close()
 		tr.zombie = nil
@@ -151,8 +157,8 @@ func claimAboveFence(fsys volume.FS, fence states.Fence, rec *states.Record) err
 }
 
 // newPartitionHost is the partition-open host of the "new" scenario: the
-// real fence step; recover opens the log at the fenced epoch and closes
-// it; serve checks that a log was recovered.
+// real fence step; recover is the engine's (dataplane.Open at the fenced
+// epoch), then closes the partition; serve checks that it was recovered.
 type newPartitionHost struct {
 	fsys volume.FS
 	r    *run
@@ -173,11 +179,11 @@ func (h newPartitionHost) Recover(ctx context.Context, rec *states.Record) error
 	if epoch < 1 || epoch != rec.Epoch {
 		return fmt.Errorf("recover at epoch %d with the fence at %d: the fence step did not claim it", rec.Epoch, epoch)
 	}
-	lg, err := partlog.Open(h.fsys, dir, partlog.Config{Epoch: epoch, Now: sweepNow})
+	p, err := recoverPartition(h.fsys, rec)
 	if err != nil {
 		return err
 	}
-	if err := lg.Close(); err != nil {
+	if err := p.Close(); err != nil {
 		return err
 	}
 	h.r.recovered, h.r.epoch = true, epoch
