@@ -12,6 +12,7 @@ import (
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/engine/groupstore"
+	"github.com/kaas-dev/kaas/engine/reconcile"
 	"github.com/kaas-dev/kaas/engine/txns"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -242,11 +243,11 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 		}
 		if cur.epoch == epoch {
 			e.askReopen(key, GroupsTopicID, i, epoch)
-			return WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
+			return reconcile.WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
 		}
 	}
 	if r, ok := e.pendingReopen(GroupsTopicID, groupsObject, i); ok && r.epoch == epoch {
-		return WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
+		return reconcile.WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
 	}
 	obj := states.ShardObject(i)
 	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.CoordinatorOpen.Kind, obj)

@@ -26,6 +26,7 @@ import (
 	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
+	"github.com/kaas-dev/kaas/engine/reconcile"
 	"github.com/kaas-dev/kaas/engine/txns"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
@@ -107,7 +108,7 @@ type Engine struct {
 	cfg   Config
 	fsys  volume.FS
 	log   logr.Logger
-	queue *Queue[Key]
+	queue *reconcile.Queue[Key]
 	pids  *ProducerIDs
 
 	// dispatch is the reconcilers' table (reconcilers.go); reconcileIDs
@@ -210,7 +211,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		cfg:      cfg,
 		fsys:     cfg.FS,
 		log:      cfg.Logger,
-		queue:    NewQueue[Key](cfg.Now, 100*time.Millisecond, maxRetryDelay),
+		queue:    reconcile.NewQueue[Key](cfg.Now, 100*time.Millisecond, maxRetryDelay),
 		pids:     NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
 		owner:    "broker-" + strconv.Itoa(int(cfg.BrokerID)),
 		routes:   newRoutingTable(),
@@ -542,14 +543,14 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 		if err := cur.Close(); err != nil {
 			e.log.Error(err, "close failed partition", "topic", spec.Name, "partition", index)
 		}
-		return WaitingOn(fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch))
+		return reconcile.WaitingOn(fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch))
 	}
 	if cur == nil {
 		if err := e.stillOverBudget(openKey(spec.Name, index, spec.ID), fmt.Sprintf("%s/%d", spec.Name, index)); err != nil {
 			return err // recorded already: no volume I/O while it waits
 		}
 		if r, ok := e.pendingReopen(spec.ID, spec.Name, index); ok && r.epoch == epoch {
-			return WaitingOn(fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch))
+			return reconcile.WaitingOn(fmt.Errorf("partition %s/%d failed at leader epoch %d: waiting for a new one", spec.Name, index, epoch))
 		}
 	}
 	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, obj)

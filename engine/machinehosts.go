@@ -7,6 +7,7 @@ import (
 
 	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
+	"github.com/kaas-dev/kaas/engine/reconcile"
 	"github.com/kaas-dev/kaas/states"
 )
 
@@ -132,10 +133,10 @@ func (h topicDeleteHost) Release(ctx context.Context) error {
 		return err
 	}
 	if e.assigned(spec.ID) {
-		return WaitingOn(fmt.Errorf("release %s: the assignment read still names topic ID %s", spec.Name, spec.ID))
+		return reconcile.WaitingOn(fmt.Errorf("release %s: the assignment read still names topic ID %s", spec.Name, spec.ID))
 	}
 	if b := e.openElsewhere(spec.Name, spec.ID, spec.Partitions); b >= 0 {
-		return WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions open", spec.Name, b))
+		return reconcile.WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions open", spec.Name, b))
 	}
 	for p := int32(0); p < spec.Partitions; p++ {
 		if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p)); err != nil {
@@ -172,10 +173,10 @@ func (h reclaimHost) Release(ctx context.Context) error {
 	// state. (The machine's record says it waits; its attempts do not
 	// grow.)
 	if e.assigned(oldID) {
-		return WaitingOn(fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID))
+		return reconcile.WaitingOn(fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID))
 	}
 	if b := e.openAnywhere(spec.Name, oldID); b >= 0 {
-		return WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions of the old topic ID %s open", spec.Name, b, oldID))
+		return reconcile.WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions of the old topic ID %s open", spec.Name, b, oldID))
 	}
 	return nil
 }

@@ -28,6 +28,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kaas-dev/kaas/engine/reconcile"
 )
 
 // ErrPartitionBudget refuses an admin change that would make the cluster
@@ -125,5 +127,5 @@ func (e *Engine) stillOverBudget(key, what string) error {
 		return nil
 	}
 	// Waiting for a slot, not failing: a close or a raised budget frees one.
-	return WaitingOn(budgetFull(what, open, limit))
+	return reconcile.WaitingOn(budgetFull(what, open, limit))
 }

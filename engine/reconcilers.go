@@ -5,32 +5,33 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	"github.com/kaas-dev/kaas/engine/reconcile"
 )
 
 // ReconcileFunc reconciles one key of its kind. Its logger is in ctx
 // (logr.FromContextOrDiscard), with the pass's reconcileID, kind and name.
-type ReconcileFunc func(ctx context.Context, key Key) (Result, error)
+type ReconcileFunc func(ctx context.Context, key Key) (reconcile.Result, error)
 
 // reconcilers is the dispatch table: one reconciler per kind of key.
 func (e *Engine) reconcilers() map[Kind]ReconcileFunc {
 	return map[Kind]ReconcileFunc{
-		KindTopic: func(ctx context.Context, key Key) (Result, error) {
-			return Result{}, e.reconcileTopic(ctx, key.Name)
+		KindTopic: func(ctx context.Context, key Key) (reconcile.Result, error) {
+			return reconcile.Result{}, e.reconcileTopic(ctx, key.Name)
 		},
-		KindGroups: func(ctx context.Context, _ Key) (Result, error) {
-			return Result{}, e.reconcileGroups(ctx)
+		KindGroups: func(ctx context.Context, _ Key) (reconcile.Result, error) {
+			return reconcile.Result{}, e.reconcileGroups(ctx)
 		},
-		KindTrash: func(ctx context.Context, _ Key) (Result, error) {
-			return Result{}, e.sweepTrash(ctx)
+		KindTrash: func(ctx context.Context, _ Key) (reconcile.Result, error) {
+			return reconcile.Result{}, e.sweepTrash(ctx)
 		},
 	}
 }
 
 // reconcile runs one pass of key through the dispatch table.
-func (e *Engine) reconcile(ctx context.Context, key Key) (Result, error) {
+func (e *Engine) reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
 	r, ok := e.dispatch[key.Kind]
 	if !ok {
-		return Result{}, Terminal(fmt.Errorf("unknown reconcile key %v", key))
+		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("unknown reconcile key %v", key))
 	}
 	return r(ctx, key)
 }
@@ -50,11 +51,11 @@ func (e *Engine) work(ctx context.Context) {
 			continue // stopping: errors of cut-short passes are not news
 		}
 		switch ended.Outcome {
-		case OutcomeWaiting:
-			log.V(1).Info("reconcile waiting", "reason", waitReason(err))
-		case OutcomeFailed:
+		case reconcile.OutcomeWaiting:
+			log.V(1).Info("reconcile waiting", "reason", reconcile.WaitReason(err))
+		case reconcile.OutcomeFailed:
 			log.Error(err, "reconcile failed; retrying with backoff", "key", key.String(), "failures", ended.Attempts)
-		case OutcomeTerminal:
+		case reconcile.OutcomeTerminal:
 			if ended.NewTerminal {
 				log.Error(err, "reconcile failed for good; not retried until the key is enqueued again", "key", key.String())
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
+	"github.com/kaas-dev/kaas/engine/reconcile"
 	"github.com/kaas-dev/kaas/states"
 )
 
@@ -58,7 +59,7 @@ func runPasses(e *Engine, clk *testClock, keys ...Key) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := Key{Kind: "stop"}
-	e.dispatch[stop.Kind] = func(context.Context, Key) (Result, error) { cancel(); return Result{}, nil }
+	e.dispatch[stop.Kind] = func(context.Context, Key) (reconcile.Result, error) { cancel(); return reconcile.Result{}, nil }
 	for _, k := range append(keys, stop) {
 		e.queue.Add(k)
 		clk.Advance(time.Nanosecond) // ready in the order added
@@ -70,20 +71,20 @@ func TestWorkLogsAndDispatch(t *testing.T) {
 	clk := newTestClock()
 	var logs logLines
 	illegal := fmt.Errorf("%w: unknown state %q", states.ErrIllegalTransition, "x")
-	e := &Engine{log: logs.logger(t), queue: NewQueue[Key](clk.Now, time.Second, time.Minute)}
+	e := &Engine{log: logs.logger(t), queue: reconcile.NewQueue[Key](clk.Now, time.Second, time.Minute)}
 	e.dispatch = map[Kind]ReconcileFunc{
-		KindTopic: func(ctx context.Context, key Key) (Result, error) {
+		KindTopic: func(ctx context.Context, key Key) (reconcile.Result, error) {
 			// The pass's logger comes with the context.
 			e.passLog(ctx).Info("pass")
 			switch key.Name {
 			case "waits":
-				return Result{}, Waiting("the controller's reclaim")
+				return reconcile.Result{}, reconcile.Waiting("the controller's reclaim")
 			case "fails":
-				return Result{}, errors.New("boom")
+				return reconcile.Result{}, errors.New("boom")
 			case "illegal":
-				return Result{}, illegal
+				return reconcile.Result{}, illegal
 			}
-			return Result{}, nil
+			return reconcile.Result{}, nil
 		},
 	}
 	runPasses(e, clk, topicKey("waits"), topicKey("fails"), topicKey("illegal"), topicKey("fine"), Key{Kind: "nonsense", Name: "x"})
@@ -121,10 +122,10 @@ func TestWorkLogsAndDispatch(t *testing.T) {
 	if got := logs.byName("illegal"); len(got) != 3 || got[2] != "0 pass" {
 		t.Errorf("illegal after re-enqueue: log %q", got)
 	}
-	if st, _ := e.queue.Status(topicKey("illegal")); st.Outcome != OutcomeTerminal || st.Attempts != 1 {
+	if st, _ := e.queue.Status(topicKey("illegal")); st.Outcome != reconcile.OutcomeTerminal || st.Attempts != 1 {
 		t.Errorf("illegal status %+v", st)
 	}
-	if st, _ := e.queue.Status(topicKey("waits")); st.Outcome != OutcomeWaiting || st.Attempts != 0 || st.Reason != "the controller's reclaim" {
+	if st, _ := e.queue.Status(topicKey("waits")); st.Outcome != reconcile.OutcomeWaiting || st.Attempts != 0 || st.Reason != "the controller's reclaim" {
 		t.Errorf("waits status %+v", st)
 	}
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"sort"
 
+	"github.com/kaas-dev/kaas/engine/reconcile"
 	"github.com/kaas-dev/kaas/states"
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -38,10 +39,10 @@ func (e *Engine) ReconcileStatus() ([]StatusRow, error) {
 	return rows, nil
 }
 
-func (e *Engine) keyStatusRow(st KeyStatus[Key]) StatusRow {
-	rec := states.Record{Kind: ReconcileKind, Object: st.Key.String(), Desired: OutcomeOK.String(),
+func (e *Engine) keyStatusRow(st reconcile.KeyStatus[Key]) StatusRow {
+	rec := states.Record{Kind: ReconcileKind, Object: st.Key.String(), Desired: reconcile.OutcomeOK.String(),
 		State: st.Outcome.String(), Attempts: st.Attempts, Since: st.Since.UTC(), Owner: e.owner}
-	if st.Outcome != OutcomeWaiting {
+	if st.Outcome != reconcile.OutcomeWaiting {
 		rec.LastError = st.Reason // a wait is not an error
 	}
 	return StatusRow{Record: rec, Outcome: st.Outcome.String() + ": " + st.Reason}

@@ -6,17 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kaas-dev/kaas/engine/reconcile"
 	"github.com/kaas-dev/kaas/states"
 )
 
 func TestKeyStatusRows(t *testing.T) {
 	clk := newTestClock()
-	e := &Engine{owner: "broker-1", queue: NewQueue[Key](clk.Now, time.Second, time.Minute)}
+	e := &Engine{owner: "broker-1", queue: reconcile.NewQueue[Key](clk.Now, time.Second, time.Minute)}
 	passes := []struct {
 		key Key
 		err error
 	}{
-		{topicKey("waits"), WaitingOn(fmt.Errorf("%w (waiting for the controller's directory-reclaim)", states.ErrStampMismatch))},
+		{topicKey("waits"), reconcile.WaitingOn(fmt.Errorf("%w (waiting for the controller's directory-reclaim)", states.ErrStampMismatch))},
 		{topicKey("fails"), errors.New("boom")},
 		{groupsKey, fmt.Errorf("%w: unknown state", states.ErrIllegalTransition)},
 		{trashKey, nil},
@@ -28,7 +29,7 @@ func TestKeyStatusRows(t *testing.T) {
 		k, _ := e.queue.Get(t.Context())
 		for _, p := range passes {
 			if p.key == k {
-				e.queue.Done(k, Result{}, p.err)
+				e.queue.Done(k, reconcile.Result{}, p.err)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package reconcile
 
 import (
 	"errors"
@@ -47,7 +47,7 @@ func TestWaitingKeepsTheError(t *testing.T) {
 	if err.Error() != "open: "+states.ErrStampMismatch.Error() {
 		t.Fatalf("WaitingOn reworded the error: %q", err.Error())
 	}
-	if got := waitReason(errors.Join(Waiting("a lease"), WaitingOn(errors.New("a slot")))); got != "a lease; a slot" {
+	if got := WaitReason(errors.Join(Waiting("a lease"), WaitingOn(errors.New("a slot")))); got != "a lease; a slot" {
 		t.Fatalf("waitReason = %q", got)
 	}
 }

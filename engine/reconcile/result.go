@@ -1,4 +1,4 @@
-package engine
+package reconcile
 
 import (
 	"strings"
@@ -154,7 +154,7 @@ func worse(a, b Outcome) Outcome {
 
 // waitReason is what a waiting pass waits for: the reasons of its waiting
 // parts, joined.
-func waitReason(err error) string {
+func WaitReason(err error) string {
 	var reasons []string
 	var walk func(error)
 	walk = func(err error) {

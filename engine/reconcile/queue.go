@@ -1,4 +1,9 @@
-package engine
+// Package reconcile is the reconciler's contract, after controller-runtime's:
+// a pass over one key returns a Result and an error, and the error says
+// whether the pass failed, waited (Waiting, WaitingOn: not a failure, no
+// attempt counted) or ended for good (Terminal); Queue is the work queue
+// that honours them. The engine registers one pass per kind of key.
+package reconcile
 
 import (
 	"context"
@@ -205,7 +210,7 @@ func (q *Queue[K]) Done(key K, res Result, err error) Ended {
 	backoff := Backoff(q.retries[key], q.baseDelay, q.maxDelay)
 	reason := err.Error()
 	if out == OutcomeWaiting {
-		reason = waitReason(err)
+		reason = WaitReason(err)
 	}
 	prev, hadStatus := q.status[key]
 	same := hadStatus && prev.Outcome == out && prev.Reason == reason
