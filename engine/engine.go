@@ -109,7 +109,7 @@ type Engine struct {
 	fsys  volume.FS
 	log   logr.Logger
 	queue *reconcile.Queue[Key]
-	pids  *ProducerIDs
+	pids  *cluster.ProducerIDs
 
 	// dispatch is the reconcilers' table (reconcilers.go); reconcileIDs
 	// numbers the passes for their loggers.
@@ -212,7 +212,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		fsys:     cfg.FS,
 		log:      cfg.Logger,
 		queue:    reconcile.NewQueue[Key](cfg.Now, 100*time.Millisecond, maxRetryDelay),
-		pids:     NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
+		pids:     cluster.NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
 		owner:    "broker-" + strconv.Itoa(int(cfg.BrokerID)),
 		routes:   newRoutingTable(),
 		changeCh: make(chan struct{}),

@@ -41,6 +41,7 @@ var clusterProcedures = []clusterProcedure{
 	crossHostCheckProcedure("cross-host-check-first", false),
 	crossHostCheckProcedure("cross-host-check-restart", true),
 	probeRespondProcedure(),
+	producerIDProcedure(),
 }
 
 // clusterTrial is what one crash point keeps outside the volume.
@@ -59,6 +60,8 @@ type clusterTrial struct {
 	// write writes the assignment (WriteAssignment unless a negative
 	// control swaps it).
 	write func(volume.FS, string, *Assignment) error
+	// issuedIDs are the producer IDs issued so far (producerIDProcedure).
+	issuedIDs map[int64]bool
 }
 
 func (ct *clusterTrial) noteStatus(b *broker, s Status) {

@@ -1,4 +1,4 @@
-package engine
+package cluster
 
 import (
 	"encoding/json"
