@@ -109,9 +109,7 @@ func (e *Engine) coordinatorShard(what, key string) (*shard, error) {
 		return nil, fmt.Errorf("%w: this broker has not renewed its heartbeat within %s; another broker may own shard %d by now",
 			ErrNotCoordinator, e.cfg.Lease-e.cfg.Lease/4, i)
 	}
-	e.shardMu.RLock()
-	s := e.shards[i]
-	e.shardMu.RUnlock()
+	s := e.shards.get(i)
 	if s == nil || s.epoch != o.LeaderEpoch || s.store.Err() != nil {
 		return nil, fmt.Errorf("%w: shard %d at leader epoch %d", ErrCoordinatorLoading, i, o.LeaderEpoch)
 	}
@@ -141,12 +139,8 @@ func (e *Engine) shardBroker(i int32) (BrokerInfo, error) {
 // GroupCoordinators returns the coordinators of every shard this broker
 // serves (ListGroups asks each broker for its own groups).
 func (e *Engine) GroupCoordinators() []*groups.Coordinator {
-	// Copied first: shardMu is never held while another engine lock is
-	// taken.
-	e.shardMu.RLock()
-	all := e.shards
-	e.shardMu.RUnlock()
 	var out []*groups.Coordinator
+	all := e.shards.all()
 	for i, s := range all {
 		if s == nil {
 			continue
@@ -161,10 +155,8 @@ func (e *Engine) GroupCoordinators() []*groups.Coordinator {
 // TxnCoordinators returns the transaction coordinators of every shard this
 // broker serves (ListTransactions asks each broker for its own).
 func (e *Engine) TxnCoordinators() []*txns.Coordinator {
-	e.shardMu.RLock()
-	all := e.shards
-	e.shardMu.RUnlock()
 	var out []*txns.Coordinator
+	all := e.shards.all()
 	for i, s := range all {
 		if s == nil {
 			continue
@@ -179,7 +171,7 @@ func (e *Engine) TxnCoordinators() []*txns.Coordinator {
 // reconcileGroups opens the shards the assignment gives this broker and
 // releases the others.
 func (e *Engine) reconcileGroups(ctx context.Context) error {
-	if e.resigned.Load() {
+	if e.shards.hasResigned() {
 		return nil
 	}
 	errs := make([]error, groups.Shards)
@@ -200,27 +192,13 @@ func (e *Engine) reconcileGroups(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (e *Engine) servingShard(i int32) *shard {
-	e.shardMu.RLock()
-	defer e.shardMu.RUnlock()
-	return e.shards[i]
-}
-
-func (e *Engine) unpublishShard(s *shard) {
-	e.shardMu.Lock()
-	if e.shards[s.index] == s {
-		e.shards[s.index] = nil
-	}
-	e.shardMu.Unlock()
-}
-
 // releaseShard stops serving a shard this broker no longer owns.
 func (e *Engine) releaseShard(i int32) error {
-	s := e.servingShard(i)
+	s := e.shards.get(i)
 	if s == nil {
 		return nil
 	}
-	e.unpublishShard(s)
+	e.shards.unserve(s)
 	e.log.Info("coordinator shard released", "shard", i, "epoch", s.epoch)
 	return s.close()
 }
@@ -229,7 +207,7 @@ func (e *Engine) releaseShard(i int32) error {
 // the leader epoch assigned to this broker.
 func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 	key := shardKey(i)
-	cur := e.servingShard(i)
+	cur := e.shards.get(i)
 	if cur != nil && cur.epoch == epoch && cur.store.Err() == nil {
 		return nil
 	}
@@ -237,7 +215,7 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 		// Failed (fsync error, fenced) or held at an older epoch: close it
 		// and load again from the volume.
 		e.log.Info("coordinator shard reopening", "shard", i, "epoch", epoch, "heldEpoch", cur.epoch, "err", cur.store.Err())
-		e.unpublishShard(cur)
+		e.shards.unserve(cur)
 		if err := cur.close(); err != nil {
 			e.log.Error(err, "close failed coordinator shard", "shard", i)
 		}
@@ -262,7 +240,7 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 	host := &shardOpenHost{e: e, index: i, epoch: epoch}
 	acts := states.CoordinatorOpenActions(e.fsys, e.cfg.ClusterDir, i, rec, host)
 	err = states.Drive(ctx, states.CoordinatorOpen, rec, acts, e.save, e.cfg.Now)
-	if opened := host.opened; err != nil && opened != nil && e.servingShard(i) != opened {
+	if opened := host.opened; err != nil && opened != nil && e.shards.get(i) != opened {
 		_ = opened.close()
 	}
 	if err == nil {
@@ -328,18 +306,14 @@ func (e *Engine) loadShard(i, epoch int32, rec *states.Record) (*shard, error) {
 // (their clients move on to the next coordinator) instead of holding the
 // shutdown until they time out.
 func (e *Engine) ResignCoordinators() error {
-	e.resigned.Store(true)
-	return e.closeShards()
+	return e.closeShards(true)
 }
 
-// closeShards closes every shard this broker serves (at shutdown).
-func (e *Engine) closeShards() error {
-	e.shardMu.Lock()
-	all := e.shards
-	e.shards = [groups.Shards]*shard{}
-	e.shardMu.Unlock()
+// closeShards closes every shard this broker serves (at shutdown); with
+// resign, none is served again.
+func (e *Engine) closeShards(resign bool) error {
 	var errs []error
-	for _, s := range all {
+	for _, s := range e.shards.takeAll(resign) {
 		if s != nil {
 			errs = append(errs, s.close())
 		}
@@ -349,10 +323,8 @@ func (e *Engine) closeShards() error {
 
 // shardOpenList lists the shards this broker serves, as open-list keys.
 func (e *Engine) shardOpenList() []string {
-	e.shardMu.RLock()
-	defer e.shardMu.RUnlock()
 	var out []string
-	for i, s := range e.shards {
+	for i, s := range e.shards.all() {
 		if s != nil {
 			out = append(out, shardKey(int32(i)))
 		}

@@ -53,9 +53,7 @@ func (e *Engine) Describe() BrokerStatus {
 	st := BrokerStatus{BrokerID: e.cfg.BrokerID, ClusterID: e.clusterID,
 		PartitionBudget: e.cfg.MaxPartitionsPerBroker, PartitionsOpen: e.openSlots.Load()}
 	st.Ready, st.NotReady = e.Readiness()
-	e.shardMu.RLock()
-	shards := e.shards // copied: no other lock is taken under shardMu
-	e.shardMu.RUnlock()
+	shards := e.shards.all()
 	for _, sh := range shards {
 		if sh == nil {
 			continue

@@ -121,8 +121,8 @@ type Engine struct {
 
 	routes *routingTable
 
-	changeMu sync.Mutex
-	changeCh chan struct{}
+	// changes is closed and replaced at every routing change.
+	changes atomic.Pointer[chan struct{}]
 
 	adminMu sync.Mutex // serialises desired-state writes of this broker
 
@@ -158,11 +158,8 @@ type Engine struct {
 	leaseFrom atomic.Int64
 
 	// shards are the group-coordinator shards this broker serves
-	// (coordinators.go). shardMu is a leaf: no other lock is taken while
-	// it is held (readers copy the array first).
-	shardMu  sync.RWMutex
-	shards   [groups.Shards]*shard
-	resigned atomic.Bool // ResignCoordinators: open no shard again
+	// (shards.go, coordinators.go).
+	shards shardTable
 
 	negative NegativeControls // WithNegativeControls: off in production
 }
@@ -208,14 +205,13 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		cfg.MaxProducersPerPartition = dataplane.DefaultMaxProducersPerPartition
 	}
 	e := &Engine{
-		cfg:      cfg,
-		fsys:     cfg.FS,
-		log:      cfg.Logger,
-		queue:    reconcile.NewQueue[Key](cfg.Now, 100*time.Millisecond, maxRetryDelay),
-		pids:     cluster.NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
-		owner:    "broker-" + strconv.Itoa(int(cfg.BrokerID)),
-		routes:   newRoutingTable(),
-		changeCh: make(chan struct{}),
+		cfg:    cfg,
+		fsys:   cfg.FS,
+		log:    cfg.Logger,
+		queue:  reconcile.NewQueue[Key](cfg.Now, 100*time.Millisecond, maxRetryDelay),
+		pids:   cluster.NewProducerIDs(cfg.FS, cfg.ClusterDir, cfg.BrokerID),
+		owner:  "broker-" + strconv.Itoa(int(cfg.BrokerID)),
+		routes: newRoutingTable(),
 
 		incarnation: uuid.NewString(),
 		opens:       newOpenBook(),
@@ -234,6 +230,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e.elector = cluster.NewElector(cluster.ElectorConfig{FS: e.fsys, ClusterDir: cfg.ClusterDir, BrokerID: cfg.BrokerID,
 		Incarnation: e.incarnation, Observer: e.obs, Log: cfg.Logger.WithName("elector")})
+	first := make(chan struct{})
+	e.changes.Store(&first)
 	e.cview.Store(&clusterView{self: cfg.BrokerID, incarnation: e.incarnation, controller: -1})
 	e.areader = cluster.NewAssignmentReader(e.fsys, cfg.ClusterDir)
 	for _, d := range []string{cfg.DataDir, path.Join(cfg.DataDir, states.TopicsDir), cfg.ClusterDir, path.Join(cfg.ClusterDir, desired.SpecsDir)} {
@@ -346,7 +344,7 @@ loop:
 		}
 	}
 	wg.Wait()
-	err := errors.Join(e.closeAll(), e.closeShards())
+	err := errors.Join(e.closeAll(), e.closeShards(false))
 	if serr := supplantedCause(ctx); serr != nil {
 		// The heartbeat file is the other process's now: no leaving mark.
 		return errors.Join(serr, err)
@@ -732,18 +730,12 @@ func (e *Engine) closeAll() error {
 // partitions appearing or going, waits for serving or deleted topics).
 // New data wakes only the fetches watching its partition (Partition.Watch).
 func (e *Engine) broadcast() {
-	e.changeMu.Lock()
-	close(e.changeCh)
-	e.changeCh = make(chan struct{})
-	e.changeMu.Unlock()
+	next := make(chan struct{})
+	close(*e.changes.Swap(&next)) // each channel is swapped out, and closed, once
 }
 
 // Changed returns a channel closed at the next routing change.
-func (e *Engine) Changed() <-chan struct{} {
-	e.changeMu.Lock()
-	defer e.changeMu.Unlock()
-	return e.changeCh
-}
+func (e *Engine) Changed() <-chan struct{} { return *e.changes.Load() }
 
 // TopicView is a topic as routing sees it.
 type TopicView struct {
@@ -1027,9 +1019,7 @@ func (e *Engine) Ready() bool {
 // budget, out of file descriptors, still opening or failing).
 func (e *Engine) Readiness() (bool, string) {
 	// Each table is read on its own (copies), never under another's lock.
-	e.shardMu.RLock()
-	shards := e.shards
-	e.shardMu.RUnlock()
+	shards := e.shards.all()
 	topics := e.routes.all()
 	cv := e.clusterView()
 	if cv.assign == nil {

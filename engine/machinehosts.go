@@ -110,13 +110,7 @@ func (h *shardOpenHost) Serve(ctx context.Context, rec *states.Record) error {
 	if o, mine, _ := e.ownerOf(GroupsTopicID, i); !mine || o.LeaderEpoch != h.epoch {
 		return fmt.Errorf("coordinator shard %d moved while it was loading", i)
 	}
-	e.shardMu.Lock()
-	defer e.shardMu.Unlock()
-	if e.resigned.Load() {
-		return errors.New("this broker is shutting down: it coordinates no more groups")
-	}
-	e.shards[i] = h.opened
-	return nil
+	return e.shards.serve(h.opened)
 }
 
 // topicDeleteHost does the engine's steps of deleting one incarnation.

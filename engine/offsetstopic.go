@@ -23,11 +23,7 @@ var offsetsTopicNamespace = uuid.MustParse("6f3c1d0e-5a8b-4c39-9e2f-0b7d4a1c8e55
 // shard's leader epoch while that broker is live and serves the shard (this
 // broker: has it open at that epoch), else without a leader.
 func (e *Engine) OffsetsTopicView() TopicView {
-	// Copied first: shardMu is never held while another engine lock is
-	// taken.
-	e.shardMu.RLock()
-	shards := e.shards
-	e.shardMu.RUnlock()
+	shards := e.shards.all()
 	v := TopicView{
 		Spec: desired.TopicSpec{
 			Name:       OffsetsTopic,

@@ -161,9 +161,7 @@ func (e *Engine) WriteLocalMarker(ctx context.Context, producerID int64, epoch i
 		if index < 0 || index >= groups.Shards {
 			return fmt.Errorf("%w: %s/%d", ErrUnknownTopic, topic, index)
 		}
-		e.shardMu.RLock()
-		s := e.shards[index]
-		e.shardMu.RUnlock()
+		s := e.shards.get(index)
 		if o, mine, _ := e.ownerOf(GroupsTopicID, index); !mine || s == nil || s.epoch != o.LeaderEpoch {
 			return fmt.Errorf("%w: coordinator shard %d", ErrNotCoordinator, index)
 		}
