@@ -1,25 +1,17 @@
 package engine
 
 import (
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// testClock is a clock that moves only when a test advances it.
+type testClock struct{ elapsed atomic.Int64 }
 
-func newTestClock() *testClock { return &testClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)} }
+var testEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
+func newTestClock() *testClock { return &testClock{} }
 
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func (c *testClock) Now() time.Time { return testEpoch.Add(time.Duration(c.elapsed.Load())) }
+
+func (c *testClock) Advance(d time.Duration) { c.elapsed.Add(int64(d)) }
