@@ -81,7 +81,7 @@ type Config struct {
 	// and opens (producer.id.expiration.ms). Zero: never.
 	ProducerIDExpiration time.Duration
 	// MaxProducersPerPartition caps a partition's producer entries, the
-	// least recently used idle one evicted first (producerbound.go).
+	// least recently used idle one evicted first (engine/dataplane).
 	// Default DefaultMaxProducersPerPartition.
 	MaxProducersPerPartition int
 	// MaxPartitionsPerBroker is how many partitions this broker holds open

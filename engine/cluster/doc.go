@@ -3,10 +3,10 @@
 // the volume seam and the three promises of the shared volume (docs/design.md
 // §1: atomic rename within a directory, atomic exclusive create,
 // close-to-open). It imports only volume and the standard library (plus
-// logr). Producer IDs are allocated here too, in blocks no broker
-// reserves twice (producerids.go). The engine drives it (engine/membership.go): one round per
-// heartbeat interval, the first at start-up, so a lone broker elects itself
-// and assigns everything to itself within a round.
+// logr). Producer IDs are allocated here too, in blocks no broker reserves
+// twice (producerids.go). The engine drives it (engine/membership.go): one
+// round per heartbeat interval, the first at start-up, so a lone broker
+// elects itself and assigns everything to itself within a round.
 //
 // How the pieces fit, each round (every DefaultHeartbeatInterval):
 //

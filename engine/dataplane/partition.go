@@ -1,8 +1,9 @@
 // Package dataplane is what a produce or fetch touches: the partitions this
 // broker leads, each an open log (volume/partlog) with its producer state
 // (idempotence and its bound), the transactions open at it, and the
-// retention its owner enforces. The engine opens, routes and releases partitions;
-// once the routing table has found them, produce and fetch go straight to them.
+// retention its owner enforces. The engine opens, routes and releases
+// partitions; once the routing table has found one, produce and fetch go
+// straight to it.
 package dataplane
 
 import (
