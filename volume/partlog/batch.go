@@ -50,7 +50,8 @@ func ParseBatchHeader(b []byte) (BatchHeader, error) {
 	if len(b) < BatchHeaderSize {
 		return BatchHeader{}, fmt.Errorf("%w: %d bytes, need at least the %d-byte header", ErrCorruptBatch, len(b), BatchHeaderSize)
 	}
-	h := records.DecodeBatchHeader(b)
+	var h BatchHeader
+	h.Decode(b)
 	if h.Magic != supportedMagic {
 		return h, fmt.Errorf("%w: magic %d, only %d is supported", ErrCorruptBatch, h.Magic, supportedMagic)
 	}

@@ -65,27 +65,27 @@ type BatchHeader struct {
 	NumRecords           int32
 }
 
-// DecodeBatchHeader reads the fixed header at the start of b, which holds
-// at least BatchHeaderSize bytes. It checks nothing: partlog.ParseBatchHeader
-// checks what the header alone can tell, the Validator the records.
-func DecodeBatchHeader(b []byte) BatchHeader {
+// Decode reads the fixed header at the start of b, which holds at least
+// BatchHeaderSize bytes, into h. It checks nothing: partlog.ParseBatchHeader
+// checks what the header alone can tell, the Validator the records. (It
+// fills h in place: the header is 64 bytes, and the produce path decodes
+// one per batch.)
+func (h *BatchHeader) Decode(b []byte) {
 	be := binary.BigEndian
 	_ = b[BatchHeaderSize-1] // one bounds check for the reads below
-	return BatchHeader{
-		BaseOffset:           int64(be.Uint64(b[OffBaseOffset:])),
-		BatchLength:          int32(be.Uint32(b[OffBatchLength:])),
-		PartitionLeaderEpoch: int32(be.Uint32(b[OffPartitionLeaderEpoch:])),
-		Magic:                int8(b[OffMagic]),
-		CRC:                  be.Uint32(b[OffCRC:]),
-		Attributes:           int16(be.Uint16(b[OffAttributes:])),
-		LastOffsetDelta:      int32(be.Uint32(b[OffLastOffsetDelta:])),
-		FirstTimestamp:       int64(be.Uint64(b[OffFirstTimestamp:])),
-		MaxTimestamp:         int64(be.Uint64(b[OffMaxTimestamp:])),
-		ProducerID:           int64(be.Uint64(b[OffProducerID:])),
-		ProducerEpoch:        int16(be.Uint16(b[OffProducerEpoch:])),
-		BaseSequence:         int32(be.Uint32(b[OffBaseSequence:])),
-		NumRecords:           int32(be.Uint32(b[OffNumRecords:])),
-	}
+	h.BaseOffset = int64(be.Uint64(b[OffBaseOffset:]))
+	h.BatchLength = int32(be.Uint32(b[OffBatchLength:]))
+	h.PartitionLeaderEpoch = int32(be.Uint32(b[OffPartitionLeaderEpoch:]))
+	h.Magic = int8(b[OffMagic])
+	h.CRC = be.Uint32(b[OffCRC:])
+	h.Attributes = int16(be.Uint16(b[OffAttributes:]))
+	h.LastOffsetDelta = int32(be.Uint32(b[OffLastOffsetDelta:]))
+	h.FirstTimestamp = int64(be.Uint64(b[OffFirstTimestamp:]))
+	h.MaxTimestamp = int64(be.Uint64(b[OffMaxTimestamp:]))
+	h.ProducerID = int64(be.Uint64(b[OffProducerID:]))
+	h.ProducerEpoch = int16(be.Uint16(b[OffProducerEpoch:]))
+	h.BaseSequence = int32(be.Uint32(b[OffBaseSequence:]))
+	h.NumRecords = int32(be.Uint32(b[OffNumRecords:]))
 }
 
 // Size is the total size in bytes of the batch on the wire and on disk.

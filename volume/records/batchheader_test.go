@@ -7,15 +7,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestDecodeBatchHeader reads every header field as franz-go's own decoder
+// TestBatchHeaderDecode reads every header field as franz-go's own decoder
 // of a RecordBatch does, for batches of every codec and kind.
-func TestDecodeBatchHeader(t *testing.T) {
+func TestBatchHeaderDecode(t *testing.T) {
 	for name, b := range validBatches(t) {
 		var want kmsg.RecordBatch
 		if err := want.ReadFrom(b); err != nil {
 			t.Fatalf("%s: kmsg: %v", name, err)
 		}
-		h := DecodeBatchHeader(b)
+		var h BatchHeader
+		h.Decode(b)
 		got := kmsg.RecordBatch{
 			FirstOffset: h.BaseOffset, Length: h.BatchLength, PartitionLeaderEpoch: h.PartitionLeaderEpoch,
 			Magic: h.Magic, CRC: int32(h.CRC), Attributes: h.Attributes, LastOffsetDelta: h.LastOffsetDelta,

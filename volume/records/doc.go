@@ -4,7 +4,7 @@
 // decode is refused instead of stored.
 //
 // This package holds the RecordBatch v2 header's layout and its decoding
-// (DecodeBatchHeader), the one copy of them: partlog, which checks the
+// (BatchHeader.Decode), the one copy of them: partlog, which checks the
 // header and CRC (partlog.ValidateBatch), stamps and builds batches, uses
 // them, and uses this package's validator too (ListOffsets by timestamp
 // decodes one batch's records), so this package cannot import partlog.

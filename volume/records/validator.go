@@ -68,7 +68,9 @@ func (v *Validator) FirstAtOrAfter(batch []byte, ts int64, limit int) (offsetDel
 	if len(batch) < BatchHeaderSize {
 		return 0, 0, false, fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
 	}
-	if h := DecodeBatchHeader(batch); h.LogAppendTime() {
+	var h BatchHeader
+	h.Decode(batch)
+	if h.LogAppendTime() {
 		return 0, h.MaxTimestamp, h.MaxTimestamp >= ts, nil
 	}
 	err = v.walk(batch, limit, func(d int32, t int64) bool {
@@ -85,7 +87,8 @@ func (v *Validator) walk(batch []byte, limit int, fn func(int32, int64) bool) er
 	if len(batch) < BatchHeaderSize {
 		return fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
 	}
-	h := DecodeBatchHeader(batch)
+	var h BatchHeader
+	h.Decode(batch)
 	if h.NumRecords < 1 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
 		return fmt.Errorf("%w: %d records for last offset delta %d", ErrInvalid, h.NumRecords, h.LastOffsetDelta)
 	}
