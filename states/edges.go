@@ -6,9 +6,10 @@ type EdgeKind int
 const (
 	// StepEdge: a step's action succeeded and the new state was saved.
 	StepEdge EdgeKind = iota
-	// RetryEdge: a step's action, or the save after it, failed. The record
-	// stays where it was with the attempt and the error recorded, and the
-	// reconciler drives it again later, with backoff (Drive).
+	// RetryEdge: a step's action, or the save after it, failed or waits.
+	// The record stays where it was with the error (and, for a failure,
+	// the attempt) recorded, and the reconciler drives it again later,
+	// with backoff (Drive).
 	RetryEdge
 	// ResumeEdge: a loaded record's state does not hold for the process
 	// that loads it, which resumes from an earlier state (Resume).
@@ -21,6 +22,8 @@ type Edge struct {
 	Kind     EdgeKind
 	// Label is the step's event, or for the other kinds what happened.
 	Label string
+	// Host: the step is the machine's host's (the engine's) to do.
+	Host bool
 }
 
 // Edges lists every edge the Definition knows, in chain order: for each
@@ -31,7 +34,7 @@ func (d Definition) Edges() []Edge {
 	out = append(out, d.resumeEdges(d.Initial)...)
 	for _, s := range d.Steps {
 		out = append(out,
-			Edge{From: s.From, To: s.To, Kind: StepEdge, Label: s.Event},
+			Edge{From: s.From, To: s.To, Kind: StepEdge, Label: s.Event, Host: s.Host},
 			Edge{From: s.From, To: s.From, Kind: RetryEdge, Label: s.Event + " failed, retried with backoff"})
 		out = append(out, d.resumeEdges(s.To)...)
 	}

@@ -92,7 +92,7 @@ func mermaid(def states.Definition) string {
 	}
 	fmt.Fprintf(&b, "    [*] --> %s\n", mermaidID(def.Initial))
 	for _, e := range def.Edges() {
-		fmt.Fprintf(&b, "    %s --> %s: %s\n", mermaidID(e.From), mermaidID(e.To), e.Label)
+		fmt.Fprintf(&b, "    %s --> %s: %s\n", mermaidID(e.From), mermaidID(e.To), edgeLabel(e))
 	}
 	fmt.Fprintf(&b, "    %s --> [*]\n", mermaidID(def.End))
 	return b.String()
@@ -115,8 +115,17 @@ func dot(def states.Definition) string {
 	fmt.Fprintf(&b, "\t%s [peripheries=2];\n", strconv.Quote(def.End))
 	fmt.Fprintf(&b, "\t\"[*]\" -> %s;\n", strconv.Quote(def.Initial))
 	for _, e := range def.Edges() {
-		fmt.Fprintf(&b, "\t%s -> %s [label=%s%s];\n", strconv.Quote(e.From), strconv.Quote(e.To), strconv.Quote(e.Label), dotStyle[e.Kind])
+		fmt.Fprintf(&b, "\t%s -> %s [label=%s%s];\n", strconv.Quote(e.From), strconv.Quote(e.To), strconv.Quote(edgeLabel(e)), dotStyle[e.Kind])
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// edgeLabel is what an edge says in a drawing: a step the engine does is
+// marked "(engine)".
+func edgeLabel(e states.Edge) string {
+	if e.Host {
+		return e.Label + " (engine)"
+	}
+	return e.Label
 }

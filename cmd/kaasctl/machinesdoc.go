@@ -25,11 +25,14 @@ The drawings below are made from each machine's ` + "`states.Definition`" + ` by
 ` + "`kaasctl machines`" + ` (` + "`-o dot`" + ` for Graphviz). Three kinds of arrow:
 
 - an arrow labelled with an event is a step: its action succeeded and the
-  new state was saved;
+  new state was saved. "(engine)" marks a step the machine's host does
+  (the engine, which knows the assigned epoch and holds the handles);
+  the others are the machine's own volume steps;
 - an arrow back to the same state, "failed, retried with backoff": the
-  action, or the save after it, failed; the record keeps its state with the
-  attempt and the error counted (attempts, lastError), and the reconciler
-  drives it again later;
+  action, or the save after it, failed or waits; the record keeps its
+  state with the error (lastError, "waiting: ..." for a wait), a failure
+  counts an attempt and a wait does not, and the reconciler drives it
+  again later;
 - an arrow "on resume ..." back to an earlier state is a resume rule: what a
   persisted state means to the process that loads the record, after a
   restart or on another broker. A state that describes handles (an open
