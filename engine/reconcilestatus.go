@@ -40,8 +40,8 @@ func (e *Engine) ReconcileStatus() ([]StatusRow, error) {
 }
 
 func (e *Engine) keyStatusRow(st reconcile.KeyStatus[Key]) StatusRow {
-	rec := states.Record{Kind: ReconcileKind, Object: st.Key.String(), Desired: reconcile.OutcomeOK.String(),
-		State: st.Outcome.String(), Attempts: st.Attempts, Since: st.Since.UTC(), Owner: e.owner}
+	rec := states.Record{Kind: ReconcileKind, Object: st.Key.String(), Desired: states.State(reconcile.OutcomeOK.String()),
+		State: states.State(st.Outcome.String()), Attempts: st.Attempts, Since: st.Since.UTC(), Owner: e.owner}
 	if st.Outcome != reconcile.OutcomeWaiting {
 		rec.LastError = st.Reason // a wait is not an error
 	}

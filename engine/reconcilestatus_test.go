@@ -51,7 +51,7 @@ func TestKeyStatusRows(t *testing.T) {
 			t.Fatalf("%v: no status", c.key)
 		}
 		r := e.keyStatusRow(st)
-		if r.Kind != ReconcileKind || r.Object != c.object || r.State != c.state || r.LastError != c.lastError ||
+		if r.Kind != ReconcileKind || r.Object != c.object || string(r.State) != c.state || r.LastError != c.lastError ||
 			r.Outcome != c.outcome || r.Attempts != c.attempts || r.Owner != "broker-1" || !r.Since.Equal(clk.Now()) {
 			t.Errorf("%v: row %+v", c.key, r)
 		}

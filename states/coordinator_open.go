@@ -41,7 +41,7 @@ var CoordinatorOpen = Definition{
 		{From: "fenced", Event: "load", To: "loaded", Host: true},
 		{From: "loaded", Event: "serve", To: "serving", Host: true},
 	},
-	Resumes: map[string]ResumeRule{
+	Resumes: map[State]ResumeRule{
 		"fenced":  {Means: Claimed, From: "dir-ready"},
 		"loaded":  {Means: HeldHandles, From: "dir-ready"},
 		"serving": {Means: HeldHandles, From: "dir-ready"},

@@ -18,7 +18,7 @@ const (
 
 // Edge is one arrow of a machine's drawing.
 type Edge struct {
-	From, To string
+	From, To State
 	Kind     EdgeKind
 	// Label is the step's event, or for the other kinds what happened.
 	Label string
@@ -34,14 +34,14 @@ func (d Definition) Edges() []Edge {
 	out = append(out, d.resumeEdges(d.Initial)...)
 	for _, s := range d.Steps {
 		out = append(out,
-			Edge{From: s.From, To: s.To, Kind: StepEdge, Label: s.Event, Host: s.Host},
-			Edge{From: s.From, To: s.From, Kind: RetryEdge, Label: s.Event + " failed, retried with backoff"})
+			Edge{From: s.From, To: s.To, Kind: StepEdge, Label: string(s.Event), Host: s.Host},
+			Edge{From: s.From, To: s.From, Kind: RetryEdge, Label: string(s.Event) + " failed, retried with backoff"})
 		out = append(out, d.resumeEdges(s.To)...)
 	}
 	return out
 }
 
-func (d Definition) resumeEdges(state string) []Edge {
+func (d Definition) resumeEdges(state State) []Edge {
 	r := d.Rule(state)
 	var why string
 	switch r.Means {

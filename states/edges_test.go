@@ -18,7 +18,7 @@ func TestEdges(t *testing.T) {
 			}
 			switch e.Kind {
 			case states.StepEdge:
-				if s, ok := def.StepFrom(e.From); !ok || s.To != e.To || s.Event != e.Label {
+				if s, ok := def.StepFrom(e.From); !ok || s.To != e.To || string(s.Event) != e.Label {
 					t.Errorf("%s: step edge %+v is not a step", def.Kind, e)
 				}
 			case states.RetryEdge:

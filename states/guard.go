@@ -18,9 +18,12 @@ type guard struct {
 	fsm *fsm.FSM
 }
 
-func (d Definition) guard(state string) *guard {
-	return &guard{def: d, fsm: fsm.NewFSM(state, d.Events(), nil)}
+func (d Definition) guard(state State) *guard {
+	return &guard{def: d, fsm: fsm.NewFSM(string(state), d.Events(), nil)}
 }
+
+// current is the fsm's state.
+func (g *guard) current() State { return State(g.fsm.Current()) }
 
 // legal lists the events the fsm allows from its current state, sorted.
 func (g *guard) legal() []string {
@@ -31,10 +34,10 @@ func (g *guard) legal() []string {
 
 // next is the one event that leaves the current state (the machines are
 // chains).
-func (g *guard) next() (string, error) {
+func (g *guard) next() (Event, error) {
 	switch ev := g.legal(); len(ev) {
 	case 1:
-		return ev[0], nil
+		return Event(ev[0]), nil
 	case 0:
 		return "", fmt.Errorf("%w: no step leaves %q", ErrIllegalTransition, g.fsm.Current())
 	default:
@@ -48,9 +51,9 @@ func (g *guard) next() (string, error) {
 // fired, so its result is recorded even if ctx ended meanwhile (looplab/fsm
 // refuses a transition on a cancelled ctx, which would leave a finished
 // step unrecorded).
-func (g *guard) fire(ctx context.Context, event string) error {
+func (g *guard) fire(ctx context.Context, event Event) error {
 	from := g.fsm.Current()
-	err := g.fsm.Event(context.WithoutCancel(ctx), event)
+	err := g.fsm.Event(context.WithoutCancel(ctx), string(event))
 	var same fsm.NoTransitionError
 	if err == nil || errors.As(err, &same) {
 		return nil
@@ -67,7 +70,7 @@ func (g *guard) fire(ctx context.Context, event string) error {
 // decides: an event that is not legal from state (or not an event of the
 // machine at all) is refused with ErrIllegalTransition, naming the events
 // that are legal there.
-func (d Definition) Fire(state, event string) (string, error) {
+func (d Definition) Fire(state State, event Event) (State, error) {
 	if !d.Known(state) {
 		return "", fmt.Errorf("%s: %w: unknown state %q", d.Kind, ErrIllegalTransition, state)
 	}
@@ -75,5 +78,5 @@ func (d Definition) Fire(state, event string) (string, error) {
 	if err := g.fire(context.Background(), event); err != nil {
 		return "", err
 	}
-	return g.fsm.Current(), nil
+	return g.current(), nil
 }

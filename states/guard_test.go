@@ -15,7 +15,7 @@ import (
 // error that names the event, the state and what is legal there.
 func TestFireRefusesIllegalEvent(t *testing.T) {
 	for _, def := range states.Machines {
-		events := []string{"no-such-event"}
+		events := []states.Event{"no-such-event"}
 		for _, s := range def.Steps {
 			events = append(events, s.Event)
 		}
@@ -35,9 +35,9 @@ func TestFireRefusesIllegalEvent(t *testing.T) {
 				}
 				legal := "none"
 				if hasStep {
-					legal = step.Event
+					legal = string(step.Event)
 				}
-				for _, want := range []string{`event "` + ev + `"`, `state "` + state + `"`, def.Kind, "legal there: " + legal} {
+				for _, want := range []string{`event "` + string(ev) + `"`, `state "` + string(state) + `"`, def.Kind, "legal there: " + legal} {
 					if !strings.Contains(err.Error(), want) {
 						t.Errorf("%s: Fire(%q, %q) error %q does not say %q", def.Kind, state, ev, err, want)
 					}
@@ -58,7 +58,7 @@ func TestDriveRefusesAForkedTable(t *testing.T) {
 	}}
 	ran := false
 	acts := states.Actions{}
-	for _, ev := range []string{"ab", "ac", "bc"} {
+	for _, ev := range []states.Event{"ab", "ac", "bc"} {
 		acts[ev] = func(context.Context) error { ran = true; return nil }
 	}
 	rec := &states.Record{Kind: forked.Kind, Object: "o"}

@@ -80,7 +80,7 @@ func TestHostStepsAreTheHosts(t *testing.T) {
 					t.Fatalf("step %s: %v", s.Event, err)
 				}
 				switch {
-				case s.Host && strings.Join(host.called, ",") != s.Event:
+				case s.Host && strings.Join(host.called, ",") != string(s.Event):
 					t.Errorf("host step %s called the host's %v", s.Event, host.called)
 				case !s.Host && len(host.called) > 0:
 					t.Errorf("step %s is not marked Host but called the host's %v", s.Event, host.called)

@@ -20,10 +20,18 @@ import (
 	"github.com/looplab/fsm"
 )
 
+// State is a state of a machine, as its records persist it.
+type State string
+
+// Event names a step of a machine: the event its action's success fires.
+type Event string
+
 // Step is one edge of a machine: from a state, an event whose action does the
 // work, to the next state.
 type Step struct {
-	From, Event, To string
+	From  State
+	Event Event
+	To    State
 	// Host marks a step the engine does: its action calls the machine's
 	// host interface (PartitionOpenHost, ...), named after the event. The
 	// other steps act on the volume alone.
@@ -39,27 +47,27 @@ type Definition struct {
 	Kind string
 	// Summary says in one sentence what the machine brings about.
 	Summary string
-	Initial string
-	End     string
+	Initial State
+	End     State
 	Steps   []Step
 	// Resumes gives, for the states that do not simply hold when a record
 	// is loaded, where a process resumes instead (Resume). A state without
 	// a rule is kept.
-	Resumes map[string]ResumeRule
+	Resumes map[State]ResumeRule
 }
 
 // Events is the looplab/fsm form of the table.
 func (d Definition) Events() fsm.Events {
 	ev := make(fsm.Events, 0, len(d.Steps))
 	for _, s := range d.Steps {
-		ev = append(ev, fsm.EventDesc{Name: s.Event, Src: []string{s.From}, Dst: s.To})
+		ev = append(ev, fsm.EventDesc{Name: string(s.Event), Src: []string{string(s.From)}, Dst: string(s.To)})
 	}
 	return ev
 }
 
 // States lists the states in chain order.
-func (d Definition) States() []string {
-	out := []string{d.Initial}
+func (d Definition) States() []State {
+	out := []State{d.Initial}
 	for _, s := range d.Steps {
 		out = append(out, s.To)
 	}
@@ -67,7 +75,7 @@ func (d Definition) States() []string {
 }
 
 // StepFrom returns the step that leaves state.
-func (d Definition) StepFrom(state string) (Step, bool) {
+func (d Definition) StepFrom(state State) (Step, bool) {
 	for _, s := range d.Steps {
 		if s.From == state {
 			return s, true
@@ -77,7 +85,7 @@ func (d Definition) StepFrom(state string) (Step, bool) {
 }
 
 // Known reports whether state belongs to the machine.
-func (d Definition) Known(state string) bool {
+func (d Definition) Known(state State) bool {
 	for _, s := range d.States() {
 		if s == state {
 			return true
@@ -90,7 +98,7 @@ func (d Definition) Known(state string) bool {
 type Action func(ctx context.Context) error
 
 // Actions maps event names to their actions.
-type Actions map[string]Action
+type Actions map[Event]Action
 
 // ErrIllegalTransition is a bug: the table and the record disagree.
 var ErrIllegalTransition = errors.New("illegal transition")
@@ -139,7 +147,7 @@ func Drive(ctx context.Context, def Definition, rec *Record, acts Actions, save 
 		if err := machine.fire(ctx, event); err != nil {
 			return fmt.Errorf("%s %s: %w", def.Kind, rec.Object, err)
 		}
-		rec.State = machine.fsm.Current()
+		rec.State = machine.current()
 		rec.Since = now().UTC()
 		rec.LastError = ""
 		if err := save(rec); err != nil {

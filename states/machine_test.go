@@ -30,7 +30,7 @@ func okActs(calls *[]string) states.Actions {
 
 func TestDefinitionsAreChains(t *testing.T) {
 	for _, def := range states.Machines {
-		seen := map[string]bool{}
+		seen := map[states.State]bool{}
 		for _, s := range def.States() {
 			if seen[s] {
 				t.Errorf("%s: state %q appears twice", def.Kind, s)
@@ -56,7 +56,7 @@ func TestDriveToEnd(t *testing.T) {
 	var calls, saved []string
 	rec := &states.Record{Kind: chain.Kind, Object: "o"}
 	err := states.Drive(context.Background(), chain, rec, okActs(&calls),
-		func(r *states.Record) error { saved = append(saved, r.State); return nil }, clk.now)
+		func(r *states.Record) error { saved = append(saved, string(r.State)); return nil }, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestDriveIllegal(t *testing.T) {
 	var calls []string
 	cases := []struct {
 		name  string
-		state string
+		state states.State
 		acts  states.Actions
 	}{
 		{"unknown state", "bogus", okActs(&calls)},
@@ -194,7 +194,7 @@ func TestDriveRecordsStepFinishedAfterCancel(t *testing.T) {
 		"bc": func(context.Context) error { return nil },
 	}
 	rec := &states.Record{Kind: chain.Kind, Object: "o"}
-	err := states.Drive(ctx, chain, rec, acts, func(r *states.Record) error { saved = append(saved, r.State); return nil }, time.Now)
+	err := states.Drive(ctx, chain, rec, acts, func(r *states.Record) error { saved = append(saved, string(r.State)); return nil }, time.Now)
 	if !errors.Is(err, context.Canceled) || rec.State != "b" || strings.Join(saved, ",") != "b" {
 		t.Fatalf("Drive = %v, state %q, saves %v; want the finished step saved, then stop", err, rec.State, saved)
 	}

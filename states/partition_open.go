@@ -46,7 +46,7 @@ var PartitionOpen = Definition{
 		{From: "fenced", Event: "recover", To: "recovered", Host: true},
 		{From: "recovered", Event: "serve", To: "serving", Host: true},
 	},
-	Resumes: map[string]ResumeRule{
+	Resumes: map[State]ResumeRule{
 		// A reclaim of another incarnation's directory may have moved it
 		// since (make-dir is idempotent).
 		"dir-ready": {Means: Observed, From: "pending"},

@@ -19,8 +19,8 @@ import (
 type Record struct {
 	Kind      string    `json:"kind"`
 	Object    string    `json:"object"`
-	Desired   string    `json:"desired"`
-	State     string    `json:"state"`
+	Desired   State     `json:"desired"`
+	State     State     `json:"state"`
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"lastError"`
 	Since     time.Time `json:"since"`

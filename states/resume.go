@@ -43,12 +43,12 @@ type ResumeRule struct {
 	Means Resumption
 	// From is where a process resumes when the state does not hold for
 	// it; unused for Kept.
-	From string
+	From State
 }
 
 // Rule returns the resume rule of state (Kept when the Definition gives
 // none).
-func (d Definition) Rule(state string) ResumeRule {
+func (d Definition) Rule(state State) ResumeRule {
 	if r, ok := d.Resumes[state]; ok {
 		return r
 	}
@@ -59,7 +59,7 @@ func (d Definition) Rule(state string) ResumeRule {
 // persisted. stillClaimed says whether this process still holds, at the
 // epoch it drives now, the claim a Claimed state names; a process that
 // has just started holds none.
-func (d Definition) Resume(persisted string, stillClaimed bool) string {
+func (d Definition) Resume(persisted State, stillClaimed bool) State {
 	r := d.Rule(persisted)
 	switch r.Means {
 	case Observed, HeldHandles:
@@ -75,4 +75,4 @@ func (d Definition) Resume(persisted string, stillClaimed bool) string {
 
 // HeldHandles reports whether a process held handles in state: a record
 // persisted there names handles that are gone with that process.
-func (d Definition) HeldHandles(state string) bool { return d.Rule(state).Means == HeldHandles }
+func (d Definition) HeldHandles(state State) bool { return d.Rule(state).Means == HeldHandles }

@@ -12,9 +12,9 @@ import (
 func TestResumeRules(t *testing.T) {
 	cases := []struct {
 		def       states.Definition
-		persisted string
-		claimed   string // resumed from while the claim still holds
-		unclaimed string // resumed from by any other process or epoch
+		persisted states.State
+		claimed   states.State // resumed from while the claim still holds
+		unclaimed states.State // resumed from by any other process or epoch
 		held      bool
 	}{
 		{states.PartitionOpen, "", "", "", false},

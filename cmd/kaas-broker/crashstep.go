@@ -45,12 +45,12 @@ func parseCrashAtStep(spec string) (kind, state, object string, err error) {
 		if def.Kind != kind {
 			continue
 		}
-		if def.Known(step) {
+		if def.Known(states.State(step)) {
 			return kind, step, object, nil
 		}
 		for _, s := range def.Steps {
-			if s.Event == step {
-				return kind, s.To, object, nil
+			if s.Event == states.Event(step) {
+				return kind, string(s.To), object, nil
 			}
 		}
 		return "", "", "", fmt.Errorf("--crash-at-step %q: %s has no state or event %q (states %v)", spec, kind, step, def.States())
@@ -91,7 +91,7 @@ func (c *crashAtStep) Rename(oldname, newname string) error {
 	if json.Unmarshal(b, &rec) != nil {
 		return nil
 	}
-	if rec.Kind == c.kind && rec.State == c.state && rec.LastError == "" && (c.object == "" || rec.Object == c.object) {
+	if rec.Kind == c.kind && string(rec.State) == c.state && rec.LastError == "" && (c.object == "" || rec.Object == c.object) {
 		c.exit(rec)
 	}
 	return nil

@@ -34,7 +34,7 @@ func TestCrashAtStepExitsOnceRecorded(t *testing.T) {
 	}
 	save := func(kind, object, state, lastErr string) {
 		t.Helper()
-		if err := states.Save(fsys, "c", &states.Record{Kind: kind, Object: object, State: state, LastError: lastErr}); err != nil {
+		if err := states.Save(fsys, "c", &states.Record{Kind: kind, Object: object, State: states.State(state), LastError: lastErr}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -77,7 +77,7 @@ func selectMachines(kinds []string) ([]states.Definition, error) {
 }
 
 // mermaidID is a state's name as a Mermaid state id (no dashes).
-func mermaidID(state string) string { return strings.ReplaceAll(state, "-", "_") }
+func mermaidID(state states.State) string { return strings.ReplaceAll(string(state), "-", "_") }
 
 // mermaid draws def as a Mermaid stateDiagram-v2. Mermaid cannot style one
 // transition apart from another, so retries and resumes say what they are
@@ -86,7 +86,7 @@ func mermaid(def states.Definition) string {
 	var b strings.Builder
 	b.WriteString("stateDiagram-v2\n    direction LR\n")
 	for _, s := range def.States() {
-		if id := mermaidID(s); id != s {
+		if id := mermaidID(s); id != string(s) {
 			fmt.Fprintf(&b, "    state %q as %s\n", s, id)
 		}
 	}
@@ -112,14 +112,16 @@ func dot(def states.Definition) string {
 	fmt.Fprintf(&b, "digraph %s {\n", strconv.Quote(def.Kind))
 	b.WriteString("\trankdir=LR;\n\tnode [shape=box, style=rounded];\n")
 	b.WriteString("\t\"[*]\" [shape=point, label=\"\"];\n")
-	fmt.Fprintf(&b, "\t%s [peripheries=2];\n", strconv.Quote(def.End))
-	fmt.Fprintf(&b, "\t\"[*]\" -> %s;\n", strconv.Quote(def.Initial))
+	fmt.Fprintf(&b, "\t%s [peripheries=2];\n", quoteState(def.End))
+	fmt.Fprintf(&b, "\t\"[*]\" -> %s;\n", quoteState(def.Initial))
 	for _, e := range def.Edges() {
-		fmt.Fprintf(&b, "\t%s -> %s [label=%s%s];\n", strconv.Quote(e.From), strconv.Quote(e.To), strconv.Quote(edgeLabel(e)), dotStyle[e.Kind])
+		fmt.Fprintf(&b, "\t%s -> %s [label=%s%s];\n", quoteState(e.From), quoteState(e.To), strconv.Quote(edgeLabel(e)), dotStyle[e.Kind])
 	}
 	b.WriteString("}\n")
 	return b.String()
 }
+
+func quoteState(s states.State) string { return strconv.Quote(string(s)) }
 
 // edgeLabel is what an edge says in a drawing: a step the engine does is
 // marked "(engine)".

@@ -52,7 +52,7 @@ func ours(id string, partitions int32) desired.TopicSpec {
 func record(t *testing.T, fsys volume.FS, topic, id string, partition int32, state string) {
 	t.Helper()
 	rec := &states.Record{Kind: states.PartitionOpen.Kind, Object: states.PartitionObject(topic, partition),
-		Desired: states.PartitionOpen.End, State: state, TopicID: id, Epoch: 2, Owner: "broker-1"}
+		Desired: states.PartitionOpen.End, State: states.State(state), TopicID: id, Epoch: 2, Owner: "broker-1"}
 	if err := states.Save(fsys, clusterDir, rec); err != nil {
 		t.Fatal(err)
 	}

@@ -30,11 +30,11 @@ func loadProgress(fsys volume.FS, clusterDir string, spec desired.TopicSpec) (pr
 		if err != nil {
 			return progress{}, fmt.Errorf("read progress of topic %s: %w", spec.Name, err)
 		}
-		part := Partition{Partition: i, State: statePending}
+		part := Partition{Partition: i, State: string(statePending)}
 		if rec != nil && rec.TopicID == spec.ID {
-			part = Partition{Partition: i, State: rec.State, LeaderEpoch: rec.Epoch, Owner: rec.Owner, LastError: rec.LastError}
+			part = Partition{Partition: i, State: string(rec.State), LeaderEpoch: rec.Epoch, Owner: rec.Owner, LastError: rec.LastError}
 		}
-		if part.State == states.PartitionOpen.End {
+		if part.State == string(states.PartitionOpen.End) {
 			p.serving++
 		}
 		p.all = append(p.all, part)
@@ -50,7 +50,7 @@ func (p progress) observed(spec desired.TopicSpec) *Observed {
 	if len(listed) > MaxListedPartitions {
 		listed = nil
 		for _, part := range p.all {
-			if part.State != states.PartitionOpen.End && len(listed) < MaxListedPartitions {
+			if part.State != string(states.PartitionOpen.End) && len(listed) < MaxListedPartitions {
 				listed = append(listed, part)
 			}
 		}
@@ -65,7 +65,7 @@ func (p progress) waitingFor() string {
 	var parts []string
 	left := len(p.all) - p.serving
 	for _, part := range p.all {
-		if part.State == states.PartitionOpen.End {
+		if part.State == string(states.PartitionOpen.End) {
 			continue
 		}
 		if len(parts) == most {
