@@ -23,25 +23,21 @@ import (
 
 const txnDir = "p/0"
 
-// openTestPartition opens the partition in txnDir at epoch as openPartition
-// does (log, then producer state), closing it when the test ends.
+// openTestPartition opens the partition in txnDir at epoch through Open,
+// as the engine does, closing it when the test ends.
 func openTestPartition(t testing.TB, fsys volume.FS, epoch int32, segmentBytes int64) (*Partition, int64) {
 	t.Helper()
 	if err := volume.MkdirAllSync(fsys, txnDir); err != nil {
 		t.Fatal(err)
 	}
-	lg, err := partlog.Open(fsys, txnDir, partlog.Config{Epoch: epoch, SegmentBytes: segmentBytes, Logger: logr.Discard()})
+	p, rc, err := Open(fsys, txnDir, OpenOptions{Topic: "t",
+		Log:          partlog.Config{Epoch: epoch, SegmentBytes: segmentBytes, Logger: logr.Discard()},
+		MaxProducers: DefaultMaxProducersPerPartition, Logger: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, replayed, err := loadProducerState(fsys, txnDir, lg, DefaultMaxProducersPerPartition)
-	if err != nil {
-		_ = lg.Close()
-		t.Fatal(err)
-	}
-	p := &Partition{Topic: "t", fsys: fsys, dir: txnDir, log: lg, producers: ps, logger: logr.Discard()}
 	t.Cleanup(func() { _ = p.Close() })
-	return p, replayed
+	return p, rc.ReplayedBatches
 }
 
 // txnBatch is a transactional batch of n records.
