@@ -51,6 +51,11 @@ Commands:
   transactions producers TOPIC
                      each partition's active producers: ID, epoch, last sequence and timestamp,
                      coordinator epoch, open transaction's first offset (needs --bootstrap)
+  users set NAME --password-file FILE [--mechanism SCRAM-SHA-512|SCRAM-SHA-256]
+                     write a user's SCRAM credential on the volume (no broker needed)
+  users list         users and their SCRAM mechanisms (never the keys)
+  users delete NAME [--mechanism M]
+                     remove a user's credentials
   machines [KIND...]  every state machine drawn from its definition, with its retry and
                      resume edges: -o mermaid (default, stateDiagram-v2), -o dot (Graphviz),
                      -o markdown (docs/machines.md); needs no source
@@ -91,6 +96,9 @@ func run(args []string, out io.Writer) error {
 	}
 	if cmd == "machines" {
 		return machinesCmd(rest, out)
+	}
+	if cmd == "users" {
+		return usersCmd(rest, out, os.Stdin)
 	}
 	var sub []string
 	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
