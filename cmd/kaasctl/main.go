@@ -106,10 +106,8 @@ func run(args []string, out io.Writer) error {
 	}
 	var src source
 	fs := flag.NewFlagSet("kaasctl "+cmd, flag.ContinueOnError)
-	fs.StringVar(&src.data, "data", os.Getenv("KAAS_DATA_DIR"), "data directory (KAAS_DATA_DIR)")
-	fs.StringVar(&src.clusterDir, "cluster-dir", os.Getenv("KAAS_CLUSTER_DIR"), "cluster directory (KAAS_CLUSTER_DIR)")
+	src.volumeFlags(fs)
 	fs.StringVar(&src.admin, "admin", "", "broker admin URL")
-	fs.StringVar(&src.output, "o", "table", "output: table or json")
 	watch := fs.Duration("watch", 2*time.Second, "brokers: how long to watch heartbeats for progress")
 	if err := fs.Parse(rest); err != nil {
 		return err
@@ -140,6 +138,13 @@ func run(args []string, out io.Writer) error {
 	default:
 		return fmt.Errorf("unknown command %q\n\n%s", cmd, usage)
 	}
+}
+
+// volumeFlags are the flags of a command that reads the volume directly.
+func (s *source) volumeFlags(fs *flag.FlagSet) {
+	fs.StringVar(&s.data, "data", os.Getenv("KAAS_DATA_DIR"), "data directory (KAAS_DATA_DIR)")
+	fs.StringVar(&s.clusterDir, "cluster-dir", os.Getenv("KAAS_CLUSTER_DIR"), "cluster directory (KAAS_CLUSTER_DIR)")
+	fs.StringVar(&s.output, "o", "table", "output: table or json")
 }
 
 func (s source) cluster() (string, error) {

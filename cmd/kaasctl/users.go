@@ -37,9 +37,7 @@ func usersCmd(args []string, out io.Writer, stdin io.Reader) error {
 	}
 	var src source
 	fs := flag.NewFlagSet("kaasctl users "+verb, flag.ContinueOnError)
-	fs.StringVar(&src.data, "data", os.Getenv("KAAS_DATA_DIR"), "data directory (KAAS_DATA_DIR)")
-	fs.StringVar(&src.clusterDir, "cluster-dir", os.Getenv("KAAS_CLUSTER_DIR"), "cluster directory (KAAS_CLUSTER_DIR)")
-	fs.StringVar(&src.output, "o", "table", "output: table or json")
+	src.volumeFlags(fs)
 	mechanism := fs.String("mechanism", "", "SCRAM-SHA-512 or SCRAM-SHA-256 (set: SCRAM-SHA-512; delete: every one)")
 	passwordFile := fs.String("password-file", "", "file holding the password (- for standard input)")
 	iterations := fs.Int("iterations", auth.DefaultIterations, fmt.Sprintf("SCRAM iterations (%d to %d)", auth.MinIterations, auth.MaxIterations))
