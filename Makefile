@@ -93,7 +93,8 @@ specs-hostile:
 # interesting inputs stay in the Go cache. Every seed also runs with the
 # unit tests (`make unit`), and fuzz-regress runs only them.
 FUZZTIME     ?= 10m
-FUZZ_TARGETS ?= ./wire:FuzzDispatch ./volume/records:FuzzValidate
+FUZZ_TARGETS ?= ./wire:FuzzDispatch ./volume/records:FuzzValidate ./engine/auth:FuzzScramServer \
+	./engine/auth:FuzzPlain ./engine/auth:FuzzOAuthBearer
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \

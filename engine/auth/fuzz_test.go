@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // FuzzScramServer feeds a SCRAM server any two client messages: it never
@@ -44,6 +45,27 @@ func FuzzPlain(f *testing.F) {
 		user, err := Plain(msg, lookupOf(cred))
 		if err == nil && (user != "user" || string(msg[len(msg)-len("pencil"):]) != "pencil") {
 			t.Fatalf("Plain(%q) = %q", msg, user)
+		}
+	})
+}
+
+// FuzzOAuthBearer: no client response or token panics the parser or the
+// verifier, and none verifies against a key set it was not signed for.
+func FuzzOAuthBearer(f *testing.F) {
+	f.Add([]byte("n,,\x01auth=Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln\x01\x01"))
+	f.Add([]byte("n,a=x,\x01auth=Bearer a.b.c\x01\x01"))
+	ks, err := ParseJWKS([]byte(`{"keys":[{"kty":"EC","kid":"e1","crv":"P-256",` +
+		`"x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4","y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}]}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		tok, err := OAuthBearerToken(msg)
+		if err != nil {
+			return
+		}
+		if _, err := VerifyToken(tok, ks, TokenRules{}, time.Unix(1_800_000_000, 0)); err == nil {
+			t.Fatalf("token %q verified", tok)
 		}
 	})
 }

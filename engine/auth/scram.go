@@ -1,9 +1,10 @@
 // Package auth is how kaas knows who a client is: SCRAM credentials
-// (RFC 5802, RFC 7677) kept on the control-plane volume, never a password,
-// and the server side of the SASL mechanisms that check them (SCRAM-SHA-256,
-// SCRAM-SHA-512, and PLAIN against the same stored credential). The Kafka
-// framing (SaslHandshake, SaslAuthenticate) is wire's; the principal a
-// conversation ends with is what authorization will use.
+// (RFC 5802, RFC 7677) kept on the control-plane volume, never a password;
+// the server side of the SASL mechanisms that check them (SCRAM-SHA-256,
+// SCRAM-SHA-512, and PLAIN against the same stored credential); and
+// OAUTHBEARER tokens (RFC 7628) verified against a JSON Web Key Set. The
+// Kafka framing (SaslHandshake, SaslAuthenticate) is wire's; the principal
+// a conversation ends with is what authorization will use.
 package auth
 
 import (
