@@ -1,0 +1,193 @@
+// Package tlsfiles serves a TLS listener's certificate and client CAs from
+// PEM files and reloads them when they change, as cert-manager rotates
+// them: no restart, and no connection dropped (a handshake takes what was
+// loaded last; established connections keep theirs). A new file that does
+// not load is logged and the old certificate kept.
+package tlsfiles
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// ClientAuth is how an SSL listener asks for client certificates
+// (Kafka's ssl.client.auth).
+type ClientAuth string
+
+const (
+	ClientAuthNone      ClientAuth = "none"
+	ClientAuthRequested ClientAuth = "requested"
+	ClientAuthRequired  ClientAuth = "required"
+)
+
+func (a ClientAuth) tlsType() (tls.ClientAuthType, error) {
+	switch a {
+	case "", ClientAuthNone:
+		return tls.NoClientCert, nil
+	case ClientAuthRequested:
+		return tls.VerifyClientCertIfGiven, nil
+	case ClientAuthRequired:
+		return tls.RequireAndVerifyClientCert, nil
+	}
+	return 0, fmt.Errorf("client auth %q: none, requested or required", a)
+}
+
+// Config names the files.
+type Config struct {
+	CertFile, KeyFile string
+	// ClientCAFile holds the CAs client certificates are verified
+	// against; needed unless ClientAuth is none.
+	ClientCAFile string
+	ClientAuth   ClientAuth
+	// CheckEvery bounds how often a handshake looks at the files' times
+	// and sizes (default 1 s).
+	CheckEvery time.Duration
+	Logger     logr.Logger
+	Now        func() time.Time
+}
+
+// Files is a listener's TLS material, kept current.
+type Files struct {
+	cfg        Config
+	clientAuth tls.ClientAuthType
+
+	mu      sync.Mutex
+	checked time.Time
+	stamps  []stamp
+	cert    *tls.Certificate
+	cas     *x509.CertPool
+}
+
+// stamp is what tells a changed file: its modification time and size.
+type stamp struct {
+	mod  time.Time
+	size int64
+}
+
+// Load reads the files once; it fails when they do not load, so that a
+// broker does not start with a listener it cannot serve.
+func Load(cfg Config) (*Files, error) {
+	ca, err := cfg.ClientAuth.tlsType()
+	if err != nil {
+		return nil, err
+	}
+	if ca != tls.NoClientCert && cfg.ClientCAFile == "" {
+		return nil, errors.New("client certificates are asked for, but no client CA file is given")
+	}
+	if cfg.CheckEvery <= 0 {
+		cfg.CheckEvery = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	f := &Files{cfg: cfg, clientAuth: ca}
+	stamps, err := f.stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.load(stamps); err != nil {
+		return nil, err
+	}
+	f.checked = cfg.Now()
+	return f, nil
+}
+
+func (f *Files) paths() []string {
+	p := []string{f.cfg.CertFile, f.cfg.KeyFile}
+	if f.cfg.ClientCAFile != "" {
+		p = append(p, f.cfg.ClientCAFile)
+	}
+	return p
+}
+
+func (f *Files) stat() ([]stamp, error) {
+	var out []stamp
+	for _, p := range f.paths() {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, stamp{mod: st.ModTime(), size: st.Size()})
+	}
+	return out, nil
+}
+
+func (f *Files) load(stamps []stamp) error {
+	cert, err := tls.LoadX509KeyPair(f.cfg.CertFile, f.cfg.KeyFile)
+	if err != nil {
+		return fmt.Errorf("load the certificate %s and key %s: %w", f.cfg.CertFile, f.cfg.KeyFile, err)
+	}
+	var cas *x509.CertPool
+	if f.cfg.ClientCAFile != "" {
+		pem, err := os.ReadFile(f.cfg.ClientCAFile)
+		if err != nil {
+			return fmt.Errorf("read the client CAs: %w", err)
+		}
+		cas = x509.NewCertPool()
+		if !cas.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("client CA file %s holds no certificate", f.cfg.ClientCAFile)
+		}
+	}
+	f.cert, f.cas, f.stamps = &cert, cas, stamps
+	return nil
+}
+
+// current reloads the files if they changed since the last look (at most
+// every CheckEvery) and returns what is loaded.
+func (f *Files) current() (*tls.Certificate, *x509.CertPool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.cfg.Now()
+	if now.Sub(f.checked) < f.cfg.CheckEvery {
+		return f.cert, f.cas
+	}
+	f.checked = now
+	stamps, err := f.stat()
+	if err != nil {
+		f.cfg.Logger.Error(err, "TLS files not readable; serving the certificate loaded before")
+		return f.cert, f.cas
+	}
+	if !changed(stamps, f.stamps) {
+		return f.cert, f.cas
+	}
+	if err := f.load(stamps); err != nil {
+		// A rotation may write the certificate and the key one after the
+		// other: the next look tries again.
+		f.cfg.Logger.Error(err, "new TLS files do not load; serving the certificate loaded before")
+		return f.cert, f.cas
+	}
+	f.cfg.Logger.Info("TLS certificate reloaded", "cert", f.cfg.CertFile, "notAfter", f.cert.Leaf.NotAfter)
+	return f.cert, f.cas
+}
+
+func changed(a, b []stamp) bool {
+	if len(a) != len(b) {
+		return true
+	}
+	for i := range a {
+		if !a[i].mod.Equal(b[i].mod) || a[i].size != b[i].size {
+			return true
+		}
+	}
+	return false
+}
+
+// ServerConfig is the listener's tls.Config: TLS 1.2 and 1.3 only, each
+// handshake with the files as last loaded.
+func (f *Files) ServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cert, cas := f.current()
+			return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert},
+				ClientAuth: f.clientAuth, ClientCAs: cas}, nil
+		},
+	}
+}
