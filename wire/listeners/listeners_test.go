@@ -9,9 +9,9 @@ import (
 // TestParse: Kafka's listener forms, and the configurations Kafka refuses.
 func TestParse(t *testing.T) {
 	good := []struct {
-		name                    string
-		listeners, pm, advertis string
-		want                    []Listener
+		name                      string
+		listeners, pm, advertised string
+		want                      []Listener
 	}{
 		{"one plaintext", "PLAINTEXT://127.0.0.1:9092", "", "",
 			[]Listener{{"PLAINTEXT", Plaintext, "127.0.0.1:9092", "127.0.0.1:9092"}}},
@@ -25,7 +25,7 @@ func TestParse(t *testing.T) {
 			[]Listener{{"PLAINTEXT", Plaintext, "[::1]:9092", "[::1]:9092"}}},
 	}
 	for _, c := range good {
-		got, err := Parse(c.listeners, c.pm, c.advertis)
+		got, err := Parse(c.listeners, c.pm, c.advertised)
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
 		}
