@@ -100,15 +100,22 @@ func Parse(listeners, protocolMap, advertised string) ([]Listener, error) {
 
 type namedAddr struct{ name, addr string }
 
+// entries splits a comma-separated list, trimmed, without empty entries.
+func entries(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
 // parseAddrs reads "NAME://HOST:PORT,..."; names unique, upper-cased.
 func parseAddrs(s, what string) ([]namedAddr, error) {
 	var out []namedAddr
 	seen := map[string]bool{}
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
+	for _, item := range entries(s) {
 		name, addr, ok := strings.Cut(item, "://")
 		if !ok || name == "" {
 			return nil, fmt.Errorf("%w: %s entry %q is not NAME://HOST:PORT", ErrInvalid, what, item)
@@ -133,11 +140,7 @@ func parseAddrs(s, what string) ([]namedAddr, error) {
 // parseMap reads "NAME:PROTOCOL,...".
 func parseMap(s string) (map[string]Protocol, error) {
 	out := map[string]Protocol{}
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
+	for _, item := range entries(s) {
 		name, proto, ok := strings.Cut(item, ":")
 		p := Protocol(strings.ToUpper(proto))
 		if !ok || name == "" || !slices.Contains(protocols, p) {
