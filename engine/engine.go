@@ -58,9 +58,12 @@ type Config struct {
 	RetentionCheckInterval time.Duration
 	Workers                int
 
-	// Cluster membership (engine/cluster). KafkaAddr, AdminAddr and Zone
-	// are published in this broker's heartbeat.
+	// Cluster membership (engine/cluster). KafkaAddr (the inter-broker
+	// listener's address), Listeners (every listener's advertised address,
+	// by name), AdminAddr and Zone are published in this broker's
+	// heartbeat.
 	KafkaAddr string
+	Listeners map[string]string
 	AdminAddr string
 	Zone      string
 	// HeartbeatInterval is how often the broker beats, observes, campaigns
@@ -221,7 +224,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e.dispatch = e.reconcilers()
 	e.hb = cluster.NewHeartbeater(e.fsys, cfg.ClusterDir, cluster.Heartbeat{BrokerID: cfg.BrokerID,
-		KafkaAddr: cfg.KafkaAddr, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation,
+		KafkaAddr: cfg.KafkaAddr, Listeners: cfg.Listeners, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation,
 		MaxPartitions: int32(min(cfg.MaxPartitionsPerBroker, math.MaxInt32))})
 	e.hb.SetWallClock(cfg.Now)
 	e.obs = cluster.NewObserver(cfg.Lease, nil)

@@ -363,15 +363,29 @@ func (e *Engine) brokerListing(match func(openKey string) bool) int32 {
 	return e.clusterView().listing(match)
 }
 
-// Brokers returns the live brokers, sorted by ID. Before the first round
-// it returns this broker alone.
-func (e *Engine) Brokers() []BrokerInfo {
+// Brokers returns the live brokers, sorted by ID, at their inter-broker
+// addresses. Before the first round it returns this broker alone.
+func (e *Engine) Brokers() []BrokerInfo { return e.BrokersOn("") }
+
+// BrokersOn is Brokers at the addresses of the listener called name (""
+// for the inter-broker one). A broker whose heartbeat lists listeners but
+// not this one is left out, as Kafka leaves out a broker without the
+// listener a client came through; one whose heartbeat lists none has only
+// its inter-broker address.
+func (e *Engine) BrokersOn(name string) []BrokerInfo {
 	var out []BrokerInfo
 	self := false
-	for _, b := range e.clusterView().live {
+	cv := e.clusterView()
+	for _, b := range cv.live {
+		addr := b.KafkaAddr
+		if hb, ok := cv.heartbeats[b.ID]; ok && name != "" && len(hb.Listeners) > 0 && hb.Incarnation == b.Incarnation {
+			if addr, ok = hb.Listeners[name]; !ok {
+				continue
+			}
+		}
 		bi := BrokerInfo{ID: b.ID, Zone: b.Zone, Self: b.ID == e.cfg.BrokerID}
 		self = self || bi.Self
-		if host, port, err := net.SplitHostPort(b.KafkaAddr); err == nil {
+		if host, port, err := net.SplitHostPort(addr); err == nil {
 			n, _ := strconv.Atoi(port)
 			bi.Host, bi.Port = host, int32(n)
 		}

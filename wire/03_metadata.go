@@ -45,17 +45,17 @@ import (
 
 func handleMetadata(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.MetadataRequest)
-	c.async(r, func() { r.finish(c.s.metadata(c.ctx, req, r.zone)) })
+	c.async(r, func() { r.finish(c.s.metadata(c.ctx, req, r.zone, c.listener)) })
 }
 
-func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone string) *kmsg.MetadataResponse {
+func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone string, l *Listener) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	for _, bi := range s.eng.Brokers() {
+	for _, bi := range l.brokers(s.eng) {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port = bi.ID, bi.Host, bi.Port
 		rack := bi.Zone
 		if bi.Self {
-			b.Host, b.Port, rack = s.host, s.port, s.cfg.Rack
+			rack = s.cfg.Rack
 		}
 		if rack != "" {
 			b.Rack = &rack

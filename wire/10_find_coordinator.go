@@ -56,9 +56,7 @@ func (c *conn) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorRes
 		co.ErrorCode, co.ErrorMessage = errorCode(err), errMessage(err)
 		return co
 	}
-	co.NodeID, co.Host, co.Port = b.ID, b.Host, b.Port
-	if b.Self {
-		co.Host, co.Port = c.s.host, c.s.port
-	}
+	co.NodeID = b.ID
+	co.Host, co.Port = c.listener.address(c.s.eng, b)
 	return co
 }

@@ -29,12 +29,12 @@ func handleDescribeCluster(c *conn, kreq kmsg.Request, r *reply) {
 	resp.EndpointType = 1
 	resp.ClusterID = c.s.eng.ClusterID()
 	resp.ControllerID = c.s.eng.ControllerFor(r.zone)
-	for _, bi := range c.s.eng.Brokers() {
+	for _, bi := range c.listener.brokers(c.s.eng) {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port = bi.ID, bi.Host, bi.Port
 		rack := bi.Zone
 		if bi.Self {
-			b.Host, b.Port, rack = c.s.host, c.s.port, c.s.cfg.Rack
+			rack = c.s.cfg.Rack
 		}
 		if rack != "" {
 			b.Rack = &rack

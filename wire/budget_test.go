@@ -193,7 +193,7 @@ func BenchmarkReadFrame(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c := newConn(s, &memConn{frame: make([]byte, size)})
+			c := newConn(s, &memConn{frame: make([]byte, size)}, s.plaintext)
 			b.SetBytes(int64(size))
 			for b.Loop() {
 				_, charge, err := c.readBody(size)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kaas-dev/kaas/volume/partlog"
+	"github.com/kaas-dev/kaas/wire/sasl"
 )
 
 // conn is one client connection. Requests are read and dispatched in order
@@ -37,6 +38,16 @@ type conn struct {
 	stopRead context.CancelFunc
 	stopOnce sync.Once
 	stopping chan struct{}
+
+	// listener is the listener the client connected through; sasl, on a
+	// SASL listener, authenticates it; principal is who it is ("" while a
+	// SASL client has not authenticated; on PLAINTEXT it is anonymous).
+	listener  *Listener
+	sasl      *sasl.Session
+	principal string
+	// rawSASL: a SaslHandshake v0 succeeded, and the client's next frames
+	// are bare SASL messages until the exchange ends.
+	rawSASL bool
 
 	clientID string
 	zone     string     // clientZone(clientID)
@@ -65,6 +76,13 @@ type reply struct {
 	release func()
 	// charge is the request budget its frame holds until it is answered.
 	charge int64
+	// closeAfter, when set, holds the answer back this long, writes it and
+	// closes the connection (a failed authentication, Kafka's
+	// connection.failed.authentication.delay.ms).
+	closeAfter time.Duration
+	// raw, when set, is written as a bare size-prefixed frame instead of a
+	// response (the SASL messages after a SaslHandshake v0).
+	raw []byte
 	// refs, if not nil, makes resp (a *kmsg.FetchResponse) an answer whose
 	// record sets are file ranges: one entry per partition in answer
 	// order, a non-empty one replacing the partition's RecordBatches (see
@@ -82,10 +100,10 @@ func (r *reply) fail(err error) {
 	close(r.done)
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	readCtx, stopRead := context.WithCancel(ctx)
-	return &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, readCtx: readCtx, stopRead: stopRead,
+	return &conn{s: s, nc: nc, listener: l, ctx: ctx, cancel: cancel, readCtx: readCtx, stopRead: stopRead,
 		replies: make(chan *reply, s.cfg.MaxInFlight), stopping: make(chan struct{}), drained: make(chan struct{}, 1),
 		frame: frameCharge{idx: -1}}
 }
@@ -101,7 +119,13 @@ func (c *conn) stopReading() {
 }
 
 func (c *conn) serve() {
-	log := c.s.log.WithValues("remote", c.nc.RemoteAddr().String())
+	log := c.s.log.WithValues("remote", c.nc.RemoteAddr().String(), "listener", c.listener.Name)
+	if err := c.start(); err != nil {
+		log.V(1).Info("closing connection before its first request", "reason", err.Error())
+		c.cancel()
+		_ = c.nc.Close()
+		return
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -161,8 +185,13 @@ func (c *conn) readLoop() error {
 			return readError{err}
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || size > c.s.cfg.MaxFrameBytes {
-			return fmt.Errorf("frame of %d bytes is outside [8, %d]", size, c.s.cfg.MaxFrameBytes)
+		if c.rawSASL {
+			// A bare SASL message (after SaslHandshake v0) may be short.
+			if size < 0 || size > c.maxFrame() {
+				return fmt.Errorf("SASL message of %d bytes is outside [0, %d]", size, c.maxFrame())
+			}
+		} else if limit := c.maxFrame(); size < 8 || size > limit {
+			return fmt.Errorf("frame of %d bytes is outside [8, %d]", size, limit)
 		}
 		if !c.waitForShare(int64(size)) {
 			return nil // the connection is closing
@@ -173,6 +202,12 @@ func (c *conn) readLoop() error {
 				return nil // the connection is closing
 			}
 			return err
+		}
+		if c.rawSASL {
+			if err := c.rawToken(frame, charge); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := c.dispatch(frame, charge); err != nil {
 			return err
@@ -281,6 +316,9 @@ func (c *conn) dispatch(frame []byte, charge int64) (err error) {
 		c.clientID = *hdr.clientID
 		c.zone = clientZone(c.clientID)
 	}
+	if err := c.saslGate(hdr.key); err != nil {
+		return err
+	}
 	r := &reply{key: hdr.key, version: hdr.version, corr: hdr.corr, zone: c.zone, done: make(chan struct{})}
 	h, known := handlers[kmsg.Key(hdr.key)]
 	if !known {
@@ -378,8 +416,14 @@ func (c *conn) writeReply(r *reply) bool {
 		_ = c.nc.Close()
 		return false
 	}
+	if r.closeAfter > 0 && !c.holdBack(r.closeAfter) {
+		return false
+	}
+	if r.raw != nil {
+		return c.writeRaw(r)
+	}
 	if r.resp == nil {
-		return true
+		return c.closeIfAsked(r)
 	}
 	bp := respBufPool.Get().(*[]byte)
 	defer respBufPool.Put(bp)
@@ -411,7 +455,7 @@ func (c *conn) writeReply(r *reply) bool {
 		_ = c.nc.Close()
 		return false
 	}
-	return true
+	return c.closeIfAsked(r)
 }
 
 type header struct {

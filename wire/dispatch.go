@@ -24,6 +24,8 @@ func init() {
 		kmsg.ListOffsets:          {1, 7, handleListOffsets},
 		kmsg.Metadata:             {0, 12, handleMetadata},
 		kmsg.ApiVersions:          {0, 3, handleApiVersions},
+		kmsg.SASLHandshake:        {0, 1, handleSaslHandshake},
+		kmsg.SASLAuthenticate:     {0, 2, handleSaslAuthenticate},
 		kmsg.CreateTopics:         {2, 7, handleCreateTopics},
 		kmsg.DeleteTopics:         {1, 6, handleDeleteTopics},
 		kmsg.InitProducerID:       {0, 5, handleInitProducerID},

@@ -79,7 +79,7 @@ func TestFindCoordinator(t *testing.T) {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.Version, req.CoordinatorKey = v, fmt.Sprintf("group-%d", v)
 		resp := c.do(req).(*kmsg.FindCoordinatorResponse)
-		if resp.ErrorCode != 0 || resp.NodeID != 0 || resp.Port != b.srv.port || resp.Host != b.srv.host {
+		if resp.ErrorCode != 0 || resp.NodeID != 0 || resp.Port != b.srv.plaintext.port || resp.Host != b.srv.plaintext.host {
 			t.Errorf("v%d: %+v", v, resp)
 		}
 	}
@@ -90,14 +90,14 @@ func TestFindCoordinator(t *testing.T) {
 		t.Fatalf("v4: %d coordinators for 3 keys", len(resp.Coordinators))
 	}
 	for i, co := range resp.Coordinators {
-		if co.Key != req.CoordinatorKeys[i] || co.ErrorCode != 0 || co.Port != b.srv.port {
+		if co.Key != req.CoordinatorKeys[i] || co.ErrorCode != 0 || co.Port != b.srv.plaintext.port {
 			t.Errorf("v4 key %d: %+v", i, co)
 		}
 	}
 	txn := kmsg.NewPtrFindCoordinatorRequest()
 	txn.Version, txn.CoordinatorType, txn.CoordinatorKey = 3, 1, "txn"
 	tresp := c.do(txn).(*kmsg.FindCoordinatorResponse)
-	if tresp.ErrorCode != 0 || tresp.Port != b.srv.port {
+	if tresp.ErrorCode != 0 || tresp.Port != b.srv.plaintext.port {
 		t.Errorf("transaction key: %+v", tresp)
 	}
 	bad := kmsg.NewPtrFindCoordinatorRequest()

@@ -262,7 +262,7 @@ func (b *testBroker) checkServing(t testing.TB) {
 	if err != nil {
 		t.Fatalf("kgo metadata after bad input: %v", err)
 	}
-	if len(mresp.Brokers) != 1 || mresp.Brokers[0].Port != b.srv.port {
+	if len(mresp.Brokers) != 1 || mresp.Brokers[0].Port != b.srv.plaintext.port {
 		t.Fatalf("kgo metadata after bad input: brokers %+v", mresp.Brokers)
 	}
 }

@@ -7,10 +7,10 @@ package wire
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,15 +76,15 @@ const unreadyAfter = 10 * time.Second
 
 // Server serves the Kafka protocol.
 type Server struct {
-	cfg  Config
-	eng  *engine.Engine
-	log  logr.Logger
-	host string
-	port int32
-	now  func() time.Time
+	cfg Config
+	eng *engine.Engine
+	log logr.Logger
+	now func() time.Time
+	// plaintext is the listener Serve serves: PLAINTEXT at cfg.Advertise.
+	plaintext *Listener
 
 	mu    sync.Mutex
-	ln    net.Listener
+	lns   []net.Listener
 	conns map[*conn]struct{}
 	perIP map[netip.Addr]int // open connections by remote address, when limited
 	// budget is the memory budget of request frames (MaxQueuedBytes).
@@ -133,26 +133,35 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxConnections < 0 || cfg.MaxConnectionsPerIP < 0 {
 		return nil, fmt.Errorf("connection limits must not be negative (max %d, per IP %d)", cfg.MaxConnections, cfg.MaxConnectionsPerIP)
 	}
-	host, portS, err := net.SplitHostPort(cfg.Advertise)
-	if err != nil {
-		return nil, fmt.Errorf("advertised address %q: %w", cfg.Advertise, err)
+	plaintext := &Listener{Advertise: cfg.Advertise}
+	if err := plaintext.prepare(); err != nil {
+		return nil, err
 	}
-	port, err := strconv.Atoi(portS)
-	if err != nil {
-		return nil, fmt.Errorf("advertised port %q: %w", portS, err)
-	}
-	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, host: host, port: int32(port), now: time.Now,
+	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, plaintext: plaintext, now: time.Now,
 		conns: map[*conn]struct{}{}, perIP: map[netip.Addr]int{}, quit: make(chan struct{})}
 	s.budget = newRequestBudget(cfg.MaxQueuedBytes, func() time.Time { return s.now() })
 	return s, nil
 }
 
-// Serve accepts connections on ln until Shutdown. Accept errors other than
-// a closed listener (EMFILE, ENFILE, ENOBUFS, ...) never end it: it backs
-// off (5 ms doubling to 1 s, as net/http does) and retries.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve accepts PLAINTEXT connections on ln, advertised at
+// Config.Advertise, until Shutdown (ServeListener).
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, s.plaintext) }
+
+// ServeListener accepts connections on ln for listener l until Shutdown.
+// Accept errors other than a closed listener (EMFILE, ENFILE, ENOBUFS,
+// ...) never end it: it backs off (5 ms doubling to 1 s, as net/http
+// does) and retries.
+func (s *Server) ServeListener(ln net.Listener, l Listener) error {
+	if err := l.prepare(); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	return s.serve(ln, &l)
+}
+
+func (s *Server) serve(ln net.Listener, l *Listener) error {
 	s.mu.Lock()
-	s.ln = ln
+	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
 	select {
 	case <-s.quit: // Shutdown ran before Serve: nothing would close ln
@@ -185,7 +194,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		s.accepts.succeeded()
-		if !s.admit(nc) {
+		if !s.admit(nc, l) {
 			return nil
 		}
 	}
@@ -194,7 +203,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // admit registers and serves nc, or closes it at once when it is over a
 // connection limit, before anything is allocated for it. False means
 // Shutdown has begun.
-func (s *Server) admit(nc net.Conn) bool {
+func (s *Server) admit(nc net.Conn, l *Listener) bool {
 	ip := remoteIP(nc)
 	s.mu.Lock()
 	select {
@@ -216,7 +225,10 @@ func (s *Server) admit(nc net.Conn) bool {
 		}
 		return true
 	}
-	c := newConn(s, nc)
+	if l.TLS != nil {
+		nc = tls.Server(nc, l.TLS) // the handshake runs first in serve
+	}
+	c := newConn(s, nc, l)
 	c.ip = ip
 	s.conns[c] = struct{}{}
 	if s.cfg.MaxConnectionsPerIP > 0 {
@@ -280,8 +292,8 @@ func (s *Server) Ready() error {
 func (s *Server) Shutdown(ctx context.Context) {
 	close(s.quit)
 	s.mu.Lock()
-	if s.ln != nil {
-		_ = s.ln.Close()
+	for _, ln := range s.lns {
+		_ = ln.Close()
 	}
 	for c := range s.conns {
 		c.stopReading()

@@ -22,7 +22,12 @@ type Heartbeat struct {
 	// Counter grows by at least one with every write by one incarnation.
 	Counter   uint64 `json:"counter"`
 	KafkaAddr string `json:"kafkaAddr"`
-	AdminAddr string `json:"adminAddr,omitempty"`
+	// Listeners holds, by listener name, the address each of the broker's
+	// listeners advertises (Metadata answers a client with the addresses
+	// of the listener it came through). KafkaAddr is the inter-broker
+	// listener's; a heartbeat without Listeners has that one only.
+	Listeners map[string]string `json:"listeners,omitempty"`
+	AdminAddr string            `json:"adminAddr,omitempty"`
 	Zone      string `json:"zone,omitempty"`
 	// Incarnation is unique per process start (a UUID). A new incarnation
 	// may restart its counter; an observer counts the change as progress.

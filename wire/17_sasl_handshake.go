@@ -1,0 +1,25 @@
+package wire
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleSaslHandshake picks the connection's SASL mechanism. After v0 the
+// client sends its SASL messages as bare size-prefixed frames (rawSASL);
+// from v1 it wraps them in SaslAuthenticate. Off a SASL listener it is
+// ILLEGAL_SASL_STATE, as Kafka answers.
+func handleSaslHandshake(c *conn, kreq kmsg.Request, r *reply) {
+	req := kreq.(*kmsg.SASLHandshakeRequest)
+	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	if c.sasl == nil {
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		r.finish(resp)
+		return
+	}
+	resp.ErrorCode, resp.SupportedMechanisms = c.sasl.Handshake(req.Mechanism)
+	if resp.ErrorCode == 0 && req.Version == 0 {
+		c.rawSASL = true
+	}
+	r.finish(resp)
+}
