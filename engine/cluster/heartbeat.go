@@ -28,7 +28,7 @@ type Heartbeat struct {
 	// listener's; a heartbeat without Listeners has that one only.
 	Listeners map[string]string `json:"listeners,omitempty"`
 	AdminAddr string            `json:"adminAddr,omitempty"`
-	Zone      string `json:"zone,omitempty"`
+	Zone      string            `json:"zone,omitempty"`
 	// Incarnation is unique per process start (a UUID). A new incarnation
 	// may restart its counter; an observer counts the change as progress.
 	Incarnation string `json:"incarnation"`
