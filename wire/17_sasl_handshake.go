@@ -1,5 +1,20 @@
 package wire
 
+// SaslHandshake: versions 0-1.
+//
+// Behavior:
+// * Picks the connection's SASL mechanism among those its listener
+//   enables (UNSUPPORTED_SASL_MECHANISM with the enabled list otherwise);
+//   a handshake on an authenticated connection begins a re-authentication
+//   (KIP-368).
+// * Off a SASL listener: ILLEGAL_SASL_STATE, as Kafka answers.
+//
+// Version notes:
+// * v0: the client's SASL messages follow as bare size-prefixed frames,
+//   not SaslAuthenticate requests; a failed exchange closes the
+//   connection.
+// * v1: the messages go in SaslAuthenticate.
+
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"

@@ -1,5 +1,24 @@
 package wire
 
+// SaslAuthenticate: versions 0-2.
+//
+// Behavior:
+// * Carries one message of the exchange SaslHandshake began (engine/auth
+//   checks it: SCRAM-SHA-256/512 and PLAIN against the stored SCRAM
+//   credentials, OAUTHBEARER against the token keys).
+// * A failed exchange is answered SASL_AUTHENTICATION_FAILED with one
+//   message whatever went wrong (an unknown user reads as a wrong
+//   password), held back 100 ms, and the connection closes.
+// * Before it succeeds, only ApiVersions, SaslHandshake and
+//   SaslAuthenticate are served, frames are bounded at 512 KiB, and any
+//   other request closes the connection.
+//
+// Version notes:
+// * v1: SessionLifetimeMillis, the session's remaining lifetime (the
+//   token's expiry, bounded by connections.max.reauth.ms); a session that
+//   outlives it without re-authenticating is closed at its next request.
+// * v2: flexible
+
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
