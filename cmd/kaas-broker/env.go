@@ -10,10 +10,26 @@ import (
 // set variable is the flag's default, parsed by the flag itself
 // (envdefault.Parse); --shutdown-timeout has none.
 var brokerEnv = envdefault.Vars{
-	"data":                     "KAAS_DATA_DIR",
-	"cluster-dir":              "KAAS_CLUSTER_DIR",
-	"id":                       "KAAS_BROKER_ID",
-	"listen":                   "KAAS_LISTEN",
+	"data":        "KAAS_DATA_DIR",
+	"cluster-dir": "KAAS_CLUSTER_DIR",
+	"id":          "KAAS_BROKER_ID",
+	"listen":      "KAAS_LISTEN",
+
+	"listeners":                      "KAAS_LISTENERS",
+	"listener-security-protocol-map": "KAAS_LISTENER_SECURITY_PROTOCOL_MAP",
+	"advertised-listeners":           "KAAS_ADVERTISED_LISTENERS",
+	"inter-broker-listener":          "KAAS_INTER_BROKER_LISTENER",
+	"tls-cert-file":                  "KAAS_TLS_CERT_FILE",
+	"tls-key-file":                   "KAAS_TLS_KEY_FILE",
+	"tls-client-ca-file":             "KAAS_TLS_CLIENT_CA_FILE",
+	"tls-client-auth":                "KAAS_TLS_CLIENT_AUTH",
+	"tls-principal-mapping-rules":    "KAAS_TLS_PRINCIPAL_MAPPING_RULES",
+	"sasl-mechanisms":                "KAAS_SASL_MECHANISMS",
+	"connections-max-reauth":         "KAAS_CONNECTIONS_MAX_REAUTH",
+	"oauth-jwks-file":                "KAAS_OAUTH_JWKS_FILE",
+	"oauth-issuer":                   "KAAS_OAUTH_ISSUER",
+	"oauth-audience":                 "KAAS_OAUTH_AUDIENCE",
+
 	"advertise":                "KAAS_ADVERTISE",
 	"admin":                    "KAAS_ADMIN",
 	"zone":                     "KAAS_ZONE",

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,6 +55,7 @@ type options struct {
 	unsafe                                                              unsafeOptions
 	budgets                                                             budgetOptions
 	conns                                                               connOptions
+	listeners                                                           listenerOptions
 }
 
 func parseFlags(args []string) (options, error) {
@@ -83,6 +85,7 @@ func parseFlags(args []string) (options, error) {
 	o.unsafe.register(fs)
 	o.budgets.register(fs)
 	o.conns.register(fs)
+	o.listeners.register(fs)
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (KAAS_LOG_FORMAT)")
 	src, err := envdefault.Parse(fs, args, brokerEnv)
 	if err != nil {
@@ -158,13 +161,14 @@ func run(o options, log logr.Logger) error {
 	if err := o.volumeCheck.check(ctx, log, data, clusterDir, int32(o.id), o.lease); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", o.listen)
+	bound, advertise, listenerAddrs, err := o.listeners.listen(o, log, clusterDir)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.listen, err)
+		return err
 	}
-	advertise := o.advertise
-	if advertise == "" {
-		advertise = advertisedFrom(ln.Addr().(*net.TCPAddr))
+	closeListeners := func() {
+		for _, b := range bound {
+			_ = b.ln.Close()
+		}
 	}
 	// The fd limit, raised to the hard limit, divided between the control
 	// plane, connections and partitions (fdbudget.go).
@@ -176,7 +180,7 @@ func run(o options, log logr.Logger) error {
 		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
 		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
 		Logger:    log.WithName("engine"),
-		KafkaAddr: advertise, AdminAddr: o.admin, Zone: o.zone,
+		KafkaAddr: advertise, Listeners: listenerAddrs, AdminAddr: o.admin, Zone: o.zone,
 		HeartbeatInterval: o.heartbeatInterval, Lease: o.lease, Now: now,
 		Groups: o.groups.config(), Txns: o.txns.config(), Peers: peers,
 		ProducerIDExpiration:   o.txns.producerIDExpiration,
@@ -184,12 +188,12 @@ func run(o options, log logr.Logger) error {
 		RetentionCheckInterval: o.retention.checkInterval,
 	}, engine.WithNegativeControls(engineControls(negative)))
 	if err != nil {
-		_ = ln.Close()
+		closeListeners()
 		return fmt.Errorf("start engine: %w", err)
 	}
 	// Before serving anything: one process per broker ID.
 	if err := eng.StartCheck(ctx); err != nil {
-		_ = ln.Close()
+		closeListeners()
 		var running *cluster.AlreadyRunningError
 		if errors.As(err, &running) {
 			return fmt.Errorf("%w; refusing to start a second process with --id %d", err, o.id)
@@ -200,6 +204,7 @@ func run(o options, log logr.Logger) error {
 		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes), MaxQueuedBytes: o.maxQueuedBytes,
 		MaxConnections: fds.Connections, MaxConnectionsPerIP: o.conns.maxConnectionsPerIP, FetchMaxBytes: int32(o.conns.fetchMaxBytes)})
 	if err != nil {
+		closeListeners()
 		return err
 	}
 
@@ -223,9 +228,13 @@ func run(o options, log logr.Logger) error {
 		admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = admin.Serve(aln) }()
 	}
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Serve(ln) }()
-	log.Info("kaas broker started", "listen", ln.Addr().String(), "advertise", advertise, "admin", o.admin,
+	srvDone := make(chan error, len(bound))
+	var addrs []string
+	for _, b := range bound {
+		go func() { srvDone <- b.srv(srv) }()
+		addrs = append(addrs, b.wl.Name+"://"+b.ln.Addr().String())
+	}
+	log.Info("kaas broker started", "listeners", strings.Join(addrs, ","), "advertised", listenerAddrs, "admin", o.admin,
 		"data", data, "clusterID", eng.ClusterID())
 
 	select {

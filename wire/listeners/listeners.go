@@ -40,15 +40,17 @@ var ErrInvalid = errors.New("invalid listener configuration")
 type Listener struct {
 	Name      string
 	Protocol  Protocol
-	Bind      string // host:port; an empty host binds every interface
-	Advertise string // host:port clients are told
+	Bind string // host:port; an empty host binds every interface
+	// Advertise is the host:port clients are told, from
+	// advertised.listeners; empty when it does not name the listener (the
+	// broker then advertises the address it bound, as Kafka does).
+	Advertise string
 }
 
 // Parse reads listeners ("NAME://HOST:PORT,..."), protocolMap
 // ("NAME:PROTOCOL,...", may be empty) and advertised (same form as
-// listeners, may be empty: each listener then advertises its own address,
-// which needs a host). Names and ports are unique; an advertised address
-// names a listener, and is never 0.0.0.0 or an empty host.
+// listeners, may be empty). Names and ports are unique; an advertised
+// address names a listener, and is never 0.0.0.0 or an empty host.
 func Parse(listeners, protocolMap, advertised string) ([]Listener, error) {
 	pm, err := parseMap(protocolMap)
 	if err != nil {
@@ -76,24 +78,21 @@ func Parse(listeners, protocolMap, advertised string) ([]Listener, error) {
 			}
 		}
 		_, port, _ := net.SplitHostPort(b.addr)
-		if other, dup := ports[port]; dup {
+		if other, dup := ports[port]; dup && port != "0" {
 			return nil, fmt.Errorf("%w: listeners %s and %s both use port %s", ErrInvalid, other, b.name, port)
 		}
 		ports[port] = b.name
-		out = append(out, Listener{Name: b.name, Protocol: proto, Bind: b.addr, Advertise: b.addr})
+		out = append(out, Listener{Name: b.name, Protocol: proto, Bind: b.addr})
 	}
 	for _, a := range ads {
 		i := slices.IndexFunc(out, func(l Listener) bool { return l.Name == a.name })
 		if i < 0 {
 			return nil, fmt.Errorf("%w: advertised listener %s is not a listener", ErrInvalid, a.name)
 		}
-		out[i].Advertise = a.addr
-	}
-	for _, l := range out {
-		host, _, _ := net.SplitHostPort(l.Advertise)
-		if host == "" || host == "0.0.0.0" || host == "::" {
-			return nil, fmt.Errorf("%w: listener %s would advertise %q: give it a host in the advertised listeners", ErrInvalid, l.Name, l.Advertise)
+		if host, _, _ := net.SplitHostPort(a.addr); host == "" || host == "0.0.0.0" || host == "::" {
+			return nil, fmt.Errorf("%w: listener %s would advertise %q: clients cannot connect to it", ErrInvalid, a.name, a.addr)
 		}
+		out[i].Advertise = a.addr
 	}
 	return out, nil
 }

@@ -1,66 +1,18 @@
 package tlsfiles
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/kaas-dev/kaas/wire/tlsfiles/tlstest"
 )
-
-// ca is a test certificate authority.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-var serial atomic.Int64
-
-func newCA(t *testing.T, name string) ca {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue makes a leaf certificate for cn (a server for 127.0.0.1 or a
-// client) and returns its PEM certificate and key.
-func (c ca) issue(t *testing.T, cn string, client bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	if client {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 // tcpPair is a connected pair over 127.0.0.1: unlike net.Pipe it buffers,
 // so a side that refuses the handshake can send its alert and return.
@@ -145,8 +97,8 @@ func write(t *testing.T, path string, b []byte, mod time.Time) {
 func TestReload(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	root := newCA(t, "root")
-	c1, k1 := root.issue(t, "broker-v1", false)
+	root := tlstest.NewCA(t, "root")
+	c1, k1 := root.Issue(t, pkix.Name{CommonName: "broker-v1"}, false)
 	t0 := time.Unix(1_800_000_000, 0)
 	write(t, certFile, c1, t0)
 	write(t, keyFile, k1, t0)
@@ -156,22 +108,22 @@ func TestReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := f.ServerConfig()
-	if cn, _, err := handshake(t, cfg, root.pem, nil); err != nil || cn != "broker-v1" {
+	if cn, _, err := handshake(t, cfg, root.PEM, nil); err != nil || cn != "broker-v1" {
 		t.Fatalf("first handshake: %q, %v", cn, err)
 	}
-	c2, k2 := root.issue(t, "broker-v2", false)
+	c2, k2 := root.Issue(t, pkix.Name{CommonName: "broker-v2"}, false)
 	write(t, certFile, c2, t0.Add(time.Minute))
 	write(t, keyFile, k2, t0.Add(time.Minute))
-	if cn, _, _ := handshake(t, cfg, root.pem, nil); cn != "broker-v1" {
+	if cn, _, _ := handshake(t, cfg, root.PEM, nil); cn != "broker-v1" {
 		t.Fatalf("re-read before CheckEvery: %q", cn)
 	}
 	clk.t = clk.t.Add(2 * time.Second)
-	if cn, _, err := handshake(t, cfg, root.pem, nil); err != nil || cn != "broker-v2" {
+	if cn, _, err := handshake(t, cfg, root.PEM, nil); err != nil || cn != "broker-v2" {
 		t.Fatalf("after the rotation: %q, %v", cn, err)
 	}
 	write(t, certFile, []byte("not a certificate"), t0.Add(2*time.Minute))
 	clk.t = clk.t.Add(2 * time.Second)
-	if cn, _, err := handshake(t, cfg, root.pem, nil); err != nil || cn != "broker-v2" {
+	if cn, _, err := handshake(t, cfg, root.PEM, nil); err != nil || cn != "broker-v2" {
 		t.Fatalf("after a broken rotation: %q, %v; want the old certificate", cn, err)
 	}
 	if _, err := Load(Config{CertFile: certFile, KeyFile: keyFile}); err == nil {
@@ -183,14 +135,14 @@ func TestReload(t *testing.T) {
 // from another CA; requested lets one without a certificate in.
 func TestClientAuth(t *testing.T) {
 	dir := t.TempDir()
-	root, rogue := newCA(t, "root"), newCA(t, "rogue")
-	sc, sk := root.issue(t, "broker", false)
+	root, rogue := tlstest.NewCA(t, "root"), tlstest.NewCA(t, "rogue")
+	sc, sk := root.Issue(t, pkix.Name{CommonName: "broker"}, false)
 	certFile, keyFile, caFile := filepath.Join(dir, "c"), filepath.Join(dir, "k"), filepath.Join(dir, "ca")
 	write(t, certFile, sc, time.Now())
 	write(t, keyFile, sk, time.Now())
-	write(t, caFile, root.pem, time.Now())
-	client := func(c ca) *tls.Certificate {
-		cp, kp := c.issue(t, "app", true)
+	write(t, caFile, root.PEM, time.Now())
+	client := func(c tlstest.CA) *tls.Certificate {
+		cp, kp := c.Issue(t, pkix.Name{CommonName: "app"}, true)
 		pair, err := tls.X509KeyPair(cp, kp)
 		if err != nil {
 			t.Fatal(err)
@@ -201,20 +153,20 @@ func TestClientAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, cn, err := handshake(t, req.ServerConfig(), root.pem, client(root)); err != nil || cn != "app" {
+	if _, cn, err := handshake(t, req.ServerConfig(), root.PEM, client(root)); err != nil || cn != "app" {
 		t.Fatalf("a client of the CA: %q, %v", cn, err)
 	}
-	if _, _, err := handshake(t, req.ServerConfig(), root.pem, nil); err == nil {
+	if _, _, err := handshake(t, req.ServerConfig(), root.PEM, nil); err == nil {
 		t.Fatal("required: a client without a certificate got in")
 	}
-	if _, _, err := handshake(t, req.ServerConfig(), root.pem, client(rogue)); err == nil {
+	if _, _, err := handshake(t, req.ServerConfig(), root.PEM, client(rogue)); err == nil {
 		t.Fatal("required: a client of another CA got in")
 	}
 	opt, err := Load(Config{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile, ClientAuth: ClientAuthRequested, Logger: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, cn, err := handshake(t, opt.ServerConfig(), root.pem, nil); err != nil || cn != "" {
+	if _, cn, err := handshake(t, opt.ServerConfig(), root.PEM, nil); err != nil || cn != "" {
 		t.Fatalf("requested, no certificate: %q, %v", cn, err)
 	}
 	if _, err := Load(Config{CertFile: certFile, KeyFile: keyFile, ClientAuth: ClientAuthRequired}); err == nil {
@@ -229,7 +181,7 @@ func TestClientAuth(t *testing.T) {
 	defer b.Close()
 	go func() { _ = tls.Server(a, opt.ServerConfig()).Handshake() }()
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(root.pem)
+	pool.AppendCertsFromPEM(root.PEM)
 	if err := tls.Client(b, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MaxVersion: tls.VersionTLS11}).Handshake(); err == nil {
 		t.Fatal("a TLS 1.1 handshake succeeded")
 	}
