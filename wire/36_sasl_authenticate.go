@@ -20,6 +20,8 @@ package wire
 // * v2: flexible
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -52,6 +54,8 @@ func handleSaslAuthenticate(c *conn, kreq kmsg.Request, r *reply) {
 	resp.SessionLifetimeMillis = res.Lifetime.Milliseconds()
 	if res.ErrCode != 0 {
 		r.closeAfter = failedAuthDelay
+		c.s.log.V(1).Info("SASL authentication failed", "remote", c.nc.RemoteAddr().String(), "listener", c.listener.Name,
+			"mechanism", res.Mechanism, "reason", fmt.Sprint(res.Err))
 	}
 	r.finish(resp)
 }

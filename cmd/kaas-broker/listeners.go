@@ -62,7 +62,7 @@ func (b boundListener) srv(srv *wire.Server) error { return srv.ServeListener(b.
 // returns them with the inter-broker listener's advertised address and
 // every listener's, by name, for the heartbeat. A listener that is not
 // advertised advertises the address it bound (advertisedFrom).
-func (l listenerOptions) listen(o options, log logr.Logger, clusterDir string) (bound []boundListener, interBroker string, byName map[string]string, err error) {
+func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clusterDir string) (bound []boundListener, interBroker string, byName map[string]string, err error) {
 	spec, advertised := l.listeners, l.advertised
 	if spec == "" {
 		spec = "PLAINTEXT://" + o.listen
@@ -92,8 +92,11 @@ func (l listenerOptions) listen(o options, log logr.Logger, clusterDir string) (
 				return bound, "", nil, err
 			}
 		}
-		if x.Protocol.TLS() {
+		switch x.Protocol {
+		case listeners.SSL:
 			wl.TLS = files.ServerConfig()
+		case listeners.SASLSSL:
+			wl.TLS = files.SASLServerConfig()
 		}
 		if x.Protocol == listeners.SSL {
 			if wl.Principals, err = auth.ParsePrincipalRules(l.principalRules); err != nil {
@@ -101,7 +104,7 @@ func (l listenerOptions) listen(o options, log logr.Logger, clusterDir string) (
 			}
 		}
 		if x.Protocol.SASL() && saslCfg == nil {
-			if saslCfg, err = l.sasl(clusterDir); err != nil {
+			if saslCfg, err = l.sasl(fsys, clusterDir); err != nil {
 				return bound, "", nil, err
 			}
 		}
@@ -142,8 +145,8 @@ func (l listenerOptions) tlsFiles(log logr.Logger) (*tlsfiles.Files, error) {
 		ClientAuth: tlsfiles.ClientAuth(l.tlsClientAuth), Logger: log.WithName("tls")})
 }
 
-func (l listenerOptions) sasl(clusterDir string) (*sasl.Config, error) {
-	cfg := &sasl.Config{Lookup: auth.StoreLookup(volume.OS(), clusterDir), MaxReauth: l.maxReauth,
+func (l listenerOptions) sasl(fsys volume.FS, clusterDir string) (*sasl.Config, error) {
+	cfg := &sasl.Config{Lookup: auth.StoreLookup(fsys, clusterDir), MaxReauth: l.maxReauth,
 		Rules: auth.TokenRules{Issuer: l.oauthIssuer, Audience: l.oauthAudience, Skew: 30 * time.Second}}
 	cfg.Secret = make([]byte, 32)
 	if _, err := rand.Read(cfg.Secret); err != nil {

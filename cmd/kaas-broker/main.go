@@ -161,7 +161,11 @@ func run(o options, log logr.Logger) error {
 	if err := o.volumeCheck.check(ctx, log, data, clusterDir, int32(o.id), o.lease); err != nil {
 		return err
 	}
-	bound, advertise, listenerAddrs, err := o.listeners.listen(o, log, clusterDir)
+	credentialsDir := clusterDir
+	if credentialsDir == "" {
+		credentialsDir = filepath.Join(data, "__cluster") // the engine's default
+	}
+	bound, advertise, listenerAddrs, err := o.listeners.listen(o, log, fsys, credentialsDir)
 	if err != nil {
 		return err
 	}

@@ -110,6 +110,11 @@ type Result struct {
 	// Lifetime is the session's remaining lifetime, for v1+ answers
 	// (0: no limit).
 	Lifetime time.Duration
+	// Err is why the exchange failed, for the broker's log only: the
+	// client is told Message.
+	Err error
+	// Mechanism is the exchange's mechanism.
+	Mechanism string
 }
 
 // Authenticate answers one SaslAuthenticate message.
@@ -169,8 +174,11 @@ func (s *Session) end(user string, tokenExpiry time.Time, reply []byte, err erro
 		if s.principal != "" {
 			s.expires = s.cfg.Now() // a failed re-authentication ends the session
 		}
+		if err == nil {
+			err = errors.New("no user")
+		}
 		return Result{ErrCode: kerr.SaslAuthenticationFailed.Code,
-			Message: "Authentication failed during authentication due to invalid credentials with SASL mechanism " + mech, Done: true}
+			Message: "Authentication failed during authentication due to invalid credentials with SASL mechanism " + mech, Done: true, Err: err, Mechanism: mech}
 	}
 	if s.principal != "" && s.principal != user {
 		s.expires = s.cfg.Now()

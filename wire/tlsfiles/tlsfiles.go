@@ -179,15 +179,22 @@ func changed(a, b []stamp) bool {
 	return false
 }
 
-// ServerConfig is the listener's tls.Config: TLS 1.2 and 1.3 only, each
-// handshake with the files as last loaded.
-func (f *Files) ServerConfig() *tls.Config {
+// ServerConfig is an SSL listener's tls.Config: TLS 1.2 and 1.3 only,
+// each handshake with the files as last loaded, client certificates asked
+// for as ClientAuth says.
+func (f *Files) ServerConfig() *tls.Config { return f.config(f.clientAuth) }
+
+// SASLServerConfig is a SASL_SSL listener's: the same, without client
+// certificates (its clients authenticate with SASL, as in Kafka).
+func (f *Files) SASLServerConfig() *tls.Config { return f.config(tls.NoClientCert) }
+
+func (f *Files) config(clientAuth tls.ClientAuthType) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			cert, cas := f.current()
 			return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert},
-				ClientAuth: f.clientAuth, ClientCAs: cas}, nil
+				ClientAuth: clientAuth, ClientCAs: cas}, nil
 		},
 	}
 }
