@@ -38,9 +38,9 @@ var ErrInvalid = errors.New("invalid listener configuration")
 // Listener is one listener: its name (upper case, as Kafka normalises
 // it), its protocol, the address it binds and the one it advertises.
 type Listener struct {
-	Name      string
-	Protocol  Protocol
-	Bind string // host:port; an empty host binds every interface
+	Name     string
+	Protocol Protocol
+	Bind     string // host:port; an empty host binds every interface
 	// Advertise is the host:port clients are told, from
 	// advertised.listeners; empty when it does not name the listener (the
 	// broker then advertises the address it bound, as Kafka does).
