@@ -54,12 +54,15 @@ type Session struct {
 	expires     time.Time // zero: no expiry
 }
 
-// NewSession starts a connection's authentication.
-func NewSession(cfg *Config) *Session {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+// NewSession starts a connection's authentication. cfg is shared by the
+// listener's sessions and never written.
+func NewSession(cfg *Config) *Session { return &Session{cfg: cfg} }
+
+func (s *Session) now() time.Time {
+	if s.cfg.Now != nil {
+		return s.cfg.Now()
 	}
-	return &Session{cfg: cfg}
+	return time.Now()
 }
 
 // Allowed reports whether a request of apiKey may be served now: before
@@ -76,7 +79,7 @@ func (s *Session) Principal() string { return s.principal }
 // re-authentication bound without re-authenticating (KIP-368): the
 // connection is then closed.
 func (s *Session) Expired() bool {
-	return !s.expires.IsZero() && !s.cfg.Now().Before(s.expires)
+	return !s.expires.IsZero() && !s.now().Before(s.expires)
 }
 
 // Handshake answers SaslHandshake: the error code (0 when mechanism is
@@ -161,7 +164,7 @@ func (s *Session) oauth(msg []byte) (auth.Token, error) {
 	if s.cfg.Keys == nil {
 		return auth.Token{}, errors.New("no key set for OAUTHBEARER")
 	}
-	return auth.VerifyToken(raw, s.cfg.Keys(), s.cfg.Rules, s.cfg.Now())
+	return auth.VerifyToken(raw, s.cfg.Keys(), s.cfg.Rules, s.now())
 }
 
 // end closes an exchange: on success the principal and the session's
@@ -172,7 +175,7 @@ func (s *Session) end(user string, tokenExpiry time.Time, reply []byte, err erro
 	s.mechanism = ""
 	if err != nil || user == "" {
 		if s.principal != "" {
-			s.expires = s.cfg.Now() // a failed re-authentication ends the session
+			s.expires = s.now() // a failed re-authentication ends the session
 		}
 		if err == nil {
 			err = errors.New("no user")
@@ -181,12 +184,12 @@ func (s *Session) end(user string, tokenExpiry time.Time, reply []byte, err erro
 			Message: "Authentication failed during authentication due to invalid credentials with SASL mechanism " + mech, Done: true, Err: err, Mechanism: mech}
 	}
 	if s.principal != "" && s.principal != user {
-		s.expires = s.cfg.Now()
+		s.expires = s.now()
 		return Result{ErrCode: kerr.SaslAuthenticationFailed.Code,
 			Message: "re-authentication as another principal is not allowed", Done: true}
 	}
 	s.principal = user
-	now := s.cfg.Now()
+	now := s.now()
 	s.expires = tokenExpiry
 	if s.cfg.MaxReauth > 0 && (s.expires.IsZero() || now.Add(s.cfg.MaxReauth).Before(s.expires)) {
 		s.expires = now.Add(s.cfg.MaxReauth)
