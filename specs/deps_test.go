@@ -5,7 +5,7 @@ package specs
 //	volume/...  ->  (no other kaas package)
 //	states      ->  volume/...
 //	engine      ->  engine/... (its own subtree), states, volume/...
-//	wire        ->  engine, states, volume/...
+//	wire        ->  wire/... (its own subtree), engine, states, volume/...
 //
 // and nothing in those layers may depend (outside _test files) on the test
 // filesystems volume/memfs and volume/faultfs. Only kaas-operator's
@@ -44,7 +44,7 @@ var layerRules = []layerRule{
 	{"volume", []string{"volume"}},
 	{"states", []string{"volume"}},
 	{"engine", []string{"engine", "states", "volume"}},
-	{"wire", []string{"engine", "states", "volume"}},
+	{"wire", []string{"wire", "engine", "states", "volume"}},
 }
 
 // testOnlyPackages may be used by _test files only.
