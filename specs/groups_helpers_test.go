@@ -380,8 +380,14 @@ func (m *groupMember) commit(ctx context.Context, cl *kgo.Client) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	start := time.Now()
 	cl.CommitOffsetsSync(cctx, offs, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		m.rec.committedDone(m.group, req, resp, err)
+		if took := time.Since(start); took > 2*time.Second {
+			// A member blocked in a commit rejoins late, and holds up its
+			// group's rebalance: say so where a slow rebalance is read.
+			fmt.Fprintf(GinkgoWriter, "[member %s/%d] commit from %s took %v (err %v)\n", m.group, m.client, start.Format("15:04:05.000"), took, err)
+		}
 	})
 }
 
@@ -478,28 +484,78 @@ func checkGenerations(events []memberEvent, commits []commitAck, group string) i
 	return len(owner)
 }
 
+// rebalance is one member's revocation or loss and its next assignment.
+type rebalance struct {
+	group    string
+	client   int
+	kind     string // "revoked" or "lost"
+	from, to time.Time
+	// back is when the group's coordinator served again, if it was down
+	// during the rebalance (zero if not known).
+	back time.Time
+}
+
+// took is the rebalance's time once its group had a coordinator: while
+// none serves (a takeover loading the group), no rebalance can complete;
+// that outage is the coordinator failover, measured on its own.
+func (r rebalance) took() time.Duration {
+	if r.back.After(r.from) {
+		return r.to.Sub(r.back)
+	}
+	return r.to.Sub(r.from)
+}
+
 // rebalanceTimes returns, for every revocation or loss a member saw, the
 // time until its next assignment.
-func rebalanceTimes(events []memberEvent) []time.Duration {
+func rebalanceTimes(events []memberEvent) []rebalance {
 	type slot struct {
 		group  string
 		client int
 	}
-	open := map[slot]time.Time{}
-	var out []time.Duration
+	open := map[slot]memberEvent{}
+	var out []rebalance
 	for _, e := range events {
 		k := slot{e.group, e.client}
 		switch e.kind {
 		case "revoked", "lost":
 			if _, ok := open[k]; !ok {
-				open[k] = e.at
+				open[k] = e
 			}
 		case "assigned":
-			if t, ok := open[k]; ok {
-				out = append(out, e.at.Sub(t))
+			if s, ok := open[k]; ok {
+				out = append(out, rebalance{group: e.group, client: e.client, kind: s.kind, from: s.at, to: e.at})
 				delete(open, k)
 			}
 		}
+	}
+	return out
+}
+
+// durations returns how long each rebalance took.
+func durations(rb []rebalance) []time.Duration {
+	var ds []time.Duration
+	for _, r := range rb {
+		ds = append(ds, r.took())
+	}
+	return ds
+}
+
+// slowRebalances describes every rebalance longer than bound, with what
+// every member of its group saw meanwhile, so a failure says who held the
+// rebalance up.
+func slowRebalances(rb []rebalance, events []memberEvent, bound time.Duration) []string {
+	var out []string
+	for _, r := range rb {
+		if r.took() <= bound {
+			continue
+		}
+		line := fmt.Sprintf("%s member %d: %s at %s, coordinator back at %s, assigned %v later;", r.group, r.client, r.kind, r.from.Format("15:04:05.000"), r.back.Format("15:04:05.000"), r.took())
+		for _, e := range events {
+			if e.group == r.group && !e.at.Before(r.from) && !e.at.After(r.to) {
+				line += fmt.Sprintf(" [%s m%d gen %d %s]", e.at.Format("15:04:05.000"), e.client, e.gen, e.kind)
+			}
+		}
+		out = append(out, line)
 	}
 	return out
 }
