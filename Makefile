@@ -24,6 +24,10 @@
 #   make lint           gofmt -l must be empty, go vet, staticcheck
 #
 # Extra Ginkgo flags: make specs GINKGO_FLAGS='-ginkgo.focus=kcat'
+#
+# KAAS_NODE_MODULES names a node_modules directory holding kafkajs for
+# specs/clients_security_test.go (.ci/run installs it with npm); without it
+# the kafkajs specs skip.
 
 GO            ?= go
 BIN           ?= bin
@@ -35,6 +39,8 @@ SPECS_FILTER  ?=
 RUN_ARGS      ?= --data /tmp/kaas-dev-data --listen 127.0.0.1:9092 --admin 127.0.0.1:9644 --auto-create-topics=true
 BENCH_ARGS    ?=
 STATICCHECK_VERSION ?= v0.8.2
+
+export KAAS_NODE_MODULES
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all

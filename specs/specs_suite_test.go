@@ -1,6 +1,7 @@
 // Package specs holds kaas's black-box acceptance specs: each story starts the real
 // kaas-broker binary on 127.0.0.1 and talks to it with real Kafka clients
-// (franz-go, kcat, sarama, segmentio/kafka-go) and with kaasctl.
+// (franz-go, kcat, sarama, segmentio/kafka-go, confluent-kafka-python, kafkajs) and
+// with kaasctl.
 //
 // Run everything:        go test ./specs/ -ginkgo.v -timeout 60m
 // Only client stories:   go test ./specs/ -ginkgo.v -ginkgo.label-filter=clients
@@ -12,6 +13,7 @@
 //	KAAS_BROKER_BIN, KAAS_CTL_BIN  use these binaries instead of building ./cmd/...
 //	KAAS_SPECS_RACE=1              build the binaries with -race
 //	KAAS_SPECS_LOGDIR=DIR          keep every broker's log file in DIR (default: a temp dir per spec)
+//	KAAS_NODE_MODULES=DIR          a node_modules directory holding kafkajs (else its specs skip)
 package specs
 
 import (

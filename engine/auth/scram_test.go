@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -108,6 +109,61 @@ func TestScramWithFranzGo(t *testing.T) {
 			}
 			if _, err := converse(t, other, lookup, "alice", "s3cret, with = signs"); !errors.Is(err, ErrAuthentication) {
 				t.Fatalf("%s with only a %s credential: %v", other.Name, m.Name, err)
+			}
+		})
+	}
+}
+
+// TestScramFinalNonce: the client's final nonce must end with the
+// combined nonce, as Kafka checks it, so that librdkafka's final message
+// (its own nonce again, then the combined one) authenticates; any other
+// nonce is refused even with a proof made for it.
+func TestScramFinalNonce(t *testing.T) {
+	const password = "pw"
+	cred, err := ScramSHA512.FromPassword("u", password, DefaultIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	salted, err := ScramSHA512.saltPassword(password, cred.Salt, cred.Iterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clientNonce, serverNonce = "fyko+d2lbbFgONRv9qkxdawL", "3rfcNHYJY1ZVvWVs7j"
+	cases := []struct {
+		name, nonce string
+		ok          bool
+	}{
+		{"the combined nonce (RFC 5802)", clientNonce + serverNonce, true},
+		{"librdkafka: the client nonce, then the combined nonce", clientNonce + clientNonce + serverNonce, true},
+		{"the client nonce only", clientNonce, false},
+		{"the server nonce only", serverNonce, false},
+		{"the combined nonce, then more", clientNonce + serverNonce + "x", false},
+		{"another server nonce", clientNonce + "3rfcNHYJY1ZVvWVs7k", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := NewScramServer(ScramSHA512, lookupOf(cred), nil)
+			srv.newNonce = func() (string, error) { return serverNonce, nil }
+			clientFirstBare := "n=u,r=" + clientNonce
+			serverFirst, _, err := srv.Step([]byte("n,," + clientFirstBare))
+			if err != nil {
+				t.Fatal(err)
+			}
+			withoutProof := "c=biws,r=" + c.nonce
+			clientKey := ScramSHA512.mac(salted, "Client Key")
+			sig := ScramSHA512.mac(ScramSHA512.sum(clientKey), clientFirstBare+","+string(serverFirst)+","+withoutProof)
+			for i := range sig {
+				sig[i] ^= clientKey[i]
+			}
+			final, done, err := srv.Step([]byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(sig)))
+			if !done || (err == nil) != c.ok {
+				t.Fatalf("nonce %q: done %v, err %v; want accepted %v", c.nonce, done, err, c.ok)
+			}
+			if c.ok && (!strings.HasPrefix(string(final), "v=") || srv.User() != "u") {
+				t.Fatalf("server-final %q, user %q", final, srv.User())
+			}
+			if !c.ok && !errors.Is(err, ErrMalformed) {
+				t.Fatalf("refused with %v, want ErrMalformed", err)
 			}
 		})
 	}

@@ -160,7 +160,12 @@ func (s *ScramServer) clientFinal(msg string) ([]byte, error) {
 	if err != nil || string(binding) != s.gs2Header {
 		return nil, fmt.Errorf("%w: channel binding does not repeat the gs2 header", ErrMalformed)
 	}
-	if subtle.ConstantTimeCompare([]byte(attrs[1].value), []byte(s.nonce)) != 1 {
+	// The nonce must end with the one this exchange began with, as
+	// Kafka checks it: librdkafka (through 2.x at least) sends its own
+	// nonce again in front of the combined one. What comes before is
+	// covered by the proof, as all of this message is.
+	got := attrs[1].value
+	if len(got) < len(s.nonce) || subtle.ConstantTimeCompare([]byte(got[len(got)-len(s.nonce):]), []byte(s.nonce)) != 1 {
 		return nil, fmt.Errorf("%w: the nonce is not the one this exchange began with", ErrMalformed)
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofAttr)
