@@ -5,7 +5,7 @@ import (
 	"crypto/pbkdf2"
 	"crypto/sha256"
 	"crypto/sha512"
-	"hash"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -71,7 +71,7 @@ func upsertion(user string, typ int8, password string, iterations int32) kmsg.Al
 	}
 	if iterations > 0 {
 		var err error
-		if u.SaltedPassword, err = pbkdf2.Key(func() hash.Hash { return h() }, password, u.Salt, int(iterations), size); err != nil {
+		if u.SaltedPassword, err = pbkdf2.Key(h, password, u.Salt, int(iterations), size); err != nil {
 			panic(err)
 		}
 	}
@@ -337,5 +337,23 @@ func TestScramCredentialsThroughKadm(t *testing.T) {
 	}
 	if st := store.stored(t); !slices.Equal(st, []string{"carol/SCRAM-SHA-256/5000"}) {
 		t.Errorf("stored %v", st)
+	}
+}
+
+func TestDescribeUserScramCredentialsStoreErrors(t *testing.T) {
+	broken := errors.New("volume unreadable")
+	_, err := describeAllScramUsers(func() ([]auth.Credential, error) { return nil, broken })
+	if !errors.Is(err, broken) || errorCode(err) != kerr.KafkaStorageError.Code {
+		t.Errorf("describe all: %v (code %d), want the store's error as KAFKA_STORAGE_ERROR", err, errorCode(err))
+	}
+	users := []kmsg.DescribeUserSCRAMCredentialsRequestUser{{Name: "alice"}}
+	got, err := describeScramUsers(users, func(string, auth.Mechanism) (auth.Credential, bool, error) {
+		return auth.Credential{}, false, broken
+	})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("describe alice: %v, %+v", err, got)
+	}
+	if got[0].ErrorCode != kerr.KafkaStorageError.Code || got[0].ErrorMessage == nil || !strings.Contains(*got[0].ErrorMessage, "volume unreadable") {
+		t.Errorf("alice: code %d message %v, want KAFKA_STORAGE_ERROR with the cause", got[0].ErrorCode, got[0].ErrorMessage)
 	}
 }
