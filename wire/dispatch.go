@@ -57,6 +57,10 @@ func init() {
 		kmsg.AlterConfigs:            {0, 2, handleAlterConfigs},
 		kmsg.CreatePartitions:        {0, 3, handleCreatePartitions},
 		kmsg.IncrementalAlterConfigs: {0, 1, handleIncrementalAlterConfigs},
+
+		// SCRAM credentials, in the store kaasctl users writes.
+		kmsg.DescribeUserSCRAMCredentials: {0, 0, handleDescribeUserScramCredentials},
+		kmsg.AlterUserSCRAMCredentials:    {0, 0, handleAlterUserScramCredentials},
 	}
 }
 
