@@ -178,7 +178,7 @@ func run(o options, log logr.Logger) error {
 	// plane, connections and partitions (fdbudget.go).
 	fds := o.budgets.startFDBudget(log, o.conns.maxConnections)
 	// Brokers reach each other for transactions (markers, verification).
-	peers := wire.NewPeers(fmt.Sprintf("kaas-broker-%d", o.id))
+	peers := wire.NewPeers(fmt.Sprintf("kaas-broker-%d", o.id), wire.PeerSecurity{})
 	defer peers.Close()
 	eng, err := engine.New(engine.Config{
 		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
