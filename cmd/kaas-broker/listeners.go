@@ -30,6 +30,7 @@ type listenerOptions struct {
 	saslMechanisms                                  string
 	maxReauth                                       time.Duration
 	oauthJWKS, oauthIssuer, oauthAudience           string
+	interBrokerAuth                                 interBrokerAuth
 }
 
 func (l *listenerOptions) register(fs *flag.FlagSet) {
@@ -47,6 +48,7 @@ func (l *listenerOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.oauthJWKS, "oauth-jwks-file", "", "JWKS file OAUTHBEARER tokens are verified against (KAAS_OAUTH_JWKS_FILE)")
 	fs.StringVar(&l.oauthIssuer, "oauth-issuer", "", "the iss an OAUTHBEARER token must carry (KAAS_OAUTH_ISSUER)")
 	fs.StringVar(&l.oauthAudience, "oauth-audience", "", "an aud an OAUTHBEARER token must carry (KAAS_OAUTH_AUDIENCE)")
+	l.interBrokerAuth.register(fs)
 }
 
 // boundListener is a listener with its bound socket.
@@ -58,11 +60,24 @@ type boundListener struct {
 // srv serves the listener on srv until Shutdown.
 func (b boundListener) srv(srv *wire.Server) error { return srv.ServeListener(b.ln, b.wl) }
 
-// listen binds every listener and readies what its protocol needs. It
-// returns them with the inter-broker listener's advertised address and
-// every listener's, by name, for the heartbeat. A listener that is not
-// advertised advertises the address it bound (advertisedFrom).
-func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clusterDir string) (bound []boundListener, interBroker string, byName map[string]string, err error) {
+// listenerSetup is what listen readies.
+type listenerSetup struct {
+	bound []boundListener
+	// interBroker is the inter-broker listener's advertised address;
+	// byName every listener's, for the heartbeat.
+	interBroker string
+	byName      map[string]string
+	// peers is how this broker reaches the others' inter-broker listener.
+	peers wire.PeerSecurity
+	// brokerPrincipals may send the inter-broker-only APIs; nil when no
+	// listener authenticates (wire.Config.BrokerPrincipals).
+	brokerPrincipals []string
+}
+
+// listen binds every listener and readies what its protocol needs, and
+// the inter-broker listener's security (interbroker.go). A listener that
+// is not advertised advertises the address it bound (advertisedFrom).
+func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clusterDir string) (setup listenerSetup, err error) {
 	spec, advertised := l.listeners, l.advertised
 	if spec == "" {
 		spec = "PLAINTEXT://" + o.listen
@@ -72,24 +87,25 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 	}
 	ls, err := listeners.Parse(spec, l.protocolMap, advertised)
 	if err != nil {
-		return nil, "", nil, err
+		return listenerSetup{}, err
 	}
+	var bound []boundListener
 	defer func() {
 		if err != nil {
 			for _, b := range bound {
 				_ = b.ln.Close()
 			}
-			bound = nil
+			setup = listenerSetup{}
 		}
 	}()
 	var files *tlsfiles.Files
 	var saslCfg *sasl.Config
-	byName = map[string]string{}
+	byName := map[string]string{}
 	for _, x := range ls {
 		wl := wire.Listener{Name: x.Name, Protocol: x.Protocol, Advertise: x.Advertise}
 		if x.Protocol.TLS() && files == nil {
 			if files, err = l.tlsFiles(log); err != nil {
-				return bound, "", nil, err
+				return listenerSetup{}, err
 			}
 		}
 		switch x.Protocol {
@@ -100,12 +116,12 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 		}
 		if x.Protocol == listeners.SSL {
 			if wl.Principals, err = auth.ParsePrincipalRules(l.principalRules); err != nil {
-				return bound, "", nil, err
+				return listenerSetup{}, err
 			}
 		}
 		if x.Protocol.SASL() && saslCfg == nil {
 			if saslCfg, err = l.sasl(fsys, clusterDir); err != nil {
-				return bound, "", nil, err
+				return listenerSetup{}, err
 			}
 		}
 		if x.Protocol.SASL() {
@@ -113,7 +129,7 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 		}
 		ln, err := net.Listen("tcp", x.Bind)
 		if err != nil {
-			return bound, "", nil, fmt.Errorf("listen on %s for %s: %w", x.Bind, x.Name, err)
+			return listenerSetup{}, fmt.Errorf("listen on %s for %s: %w", x.Bind, x.Name, err)
 		}
 		if wl.Advertise == "" {
 			wl.Advertise = advertisedFrom(ln.Addr().(*net.TCPAddr))
@@ -129,20 +145,23 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 		if b.wl.Name != name {
 			continue
 		}
-		if b.wl.Protocol != listeners.Plaintext {
-			return bound, "", nil, fmt.Errorf("inter-broker listener %s is %s: brokers reach each other over PLAINTEXT only so far", name, b.wl.Protocol)
-		}
-		return bound, b.wl.Advertise, byName, nil
+		setup = listenerSetup{bound: bound, interBroker: b.wl.Advertise, byName: byName}
+		setup.peers, setup.brokerPrincipals, err = l.interBrokerSecurity(log, b.wl, bound, files, saslCfg)
+		return setup, err
 	}
-	return bound, "", nil, fmt.Errorf("inter-broker listener %s is not a listener: give --inter-broker-listener", name)
+	return listenerSetup{}, fmt.Errorf("inter-broker listener %s is not a listener: give --inter-broker-listener", name)
 }
 
 func (l listenerOptions) tlsFiles(log logr.Logger) (*tlsfiles.Files, error) {
 	if l.tlsCert == "" || l.tlsKey == "" {
 		return nil, fmt.Errorf("an SSL or SASL_SSL listener needs --tls-cert-file and --tls-key-file")
 	}
+	serverCA := l.interBrokerAuth.tlsCA
+	if serverCA == "" {
+		serverCA = l.tlsClientCA
+	}
 	return tlsfiles.Load(tlsfiles.Config{CertFile: l.tlsCert, KeyFile: l.tlsKey, ClientCAFile: l.tlsClientCA,
-		ClientAuth: tlsfiles.ClientAuth(l.tlsClientAuth), Logger: log.WithName("tls")})
+		ClientAuth: tlsfiles.ClientAuth(l.tlsClientAuth), ServerCAFile: serverCA, Logger: log.WithName("tls")})
 }
 
 func (l listenerOptions) sasl(fsys volume.FS, clusterDir string) (*sasl.Config, error) {
