@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -37,7 +36,7 @@ func (l *listenerOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.listeners, "listeners", "", "listeners as NAME://HOST:PORT,...; each name is its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) unless --listener-security-protocol-map maps it (KAAS_LISTENERS; empty: --listen, one PLAINTEXT listener)")
 	fs.StringVar(&l.protocolMap, "listener-security-protocol-map", "", "NAME:PROTOCOL,... for listeners with names of their own (KAAS_LISTENER_SECURITY_PROTOCOL_MAP)")
 	fs.StringVar(&l.advertised, "advertised-listeners", "", "NAME://HOST:PORT,... told to clients, by listener (KAAS_ADVERTISED_LISTENERS; default each listener's own address)")
-	fs.StringVar(&l.interBroker, "inter-broker-listener", "", "the listener brokers reach each other on (KAAS_INTER_BROKER_LISTENER; default the PLAINTEXT listener)")
+	fs.StringVar(&l.interBroker, "inter-broker-listener", "", "the listener brokers reach each other on, of any protocol (KAAS_INTER_BROKER_LISTENER; default the PLAINTEXT listener)")
 	fs.StringVar(&l.tlsCert, "tls-cert-file", "", "PEM certificate of the SSL and SASL_SSL listeners, reloaded when it changes (KAAS_TLS_CERT_FILE)")
 	fs.StringVar(&l.tlsKey, "tls-key-file", "", "PEM key of --tls-cert-file (KAAS_TLS_KEY_FILE)")
 	fs.StringVar(&l.tlsClientCA, "tls-client-ca-file", "", "PEM CAs client certificates are verified against (KAAS_TLS_CLIENT_CA_FILE)")
@@ -45,7 +44,7 @@ func (l *listenerOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.principalRules, "tls-principal-mapping-rules", "", "RULE:pattern/replacement/[LU],...,DEFAULT naming an SSL client from its certificate subject (ssl.principal.mapping.rules; KAAS_TLS_PRINCIPAL_MAPPING_RULES; default the CN)")
 	fs.StringVar(&l.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-512,SCRAM-SHA-256", "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (sasl.enabled.mechanisms; KAAS_SASL_MECHANISMS)")
 	fs.DurationVar(&l.maxReauth, "connections-max-reauth", 0, "a SASL session lasts at most this long without re-authenticating (connections.max.reauth.ms; KAAS_CONNECTIONS_MAX_REAUTH; 0: until its token expires)")
-	fs.StringVar(&l.oauthJWKS, "oauth-jwks-file", "", "JWKS file OAUTHBEARER tokens are verified against (KAAS_OAUTH_JWKS_FILE)")
+	fs.StringVar(&l.oauthJWKS, "oauth-jwks-file", "", "JWKS file OAUTHBEARER tokens are verified against, re-read when it changes (KAAS_OAUTH_JWKS_FILE)")
 	fs.StringVar(&l.oauthIssuer, "oauth-issuer", "", "the iss an OAUTHBEARER token must carry (KAAS_OAUTH_ISSUER)")
 	fs.StringVar(&l.oauthAudience, "oauth-audience", "", "an aud an OAUTHBEARER token must carry (KAAS_OAUTH_AUDIENCE)")
 	l.interBrokerAuth.register(fs)
@@ -120,7 +119,7 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 			}
 		}
 		if x.Protocol.SASL() && saslCfg == nil {
-			if saslCfg, err = l.sasl(fsys, clusterDir); err != nil {
+			if saslCfg, err = l.sasl(log, fsys, clusterDir); err != nil {
 				return listenerSetup{}, err
 			}
 		}
@@ -164,7 +163,7 @@ func (l listenerOptions) tlsFiles(log logr.Logger) (*tlsfiles.Files, error) {
 		ClientAuth: tlsfiles.ClientAuth(l.tlsClientAuth), ServerCAFile: serverCA, Logger: log.WithName("tls")})
 }
 
-func (l listenerOptions) sasl(fsys volume.FS, clusterDir string) (*sasl.Config, error) {
+func (l listenerOptions) sasl(log logr.Logger, fsys volume.FS, clusterDir string) (*sasl.Config, error) {
 	cfg := &sasl.Config{Lookup: auth.StoreLookup(fsys, clusterDir), MaxReauth: l.maxReauth,
 		Rules: auth.TokenRules{Issuer: l.oauthIssuer, Audience: l.oauthAudience, Skew: 30 * time.Second}}
 	cfg.Secret = make([]byte, 32)
@@ -181,15 +180,11 @@ func (l listenerOptions) sasl(fsys volume.FS, clusterDir string) (*sasl.Config, 
 			if l.oauthJWKS == "" {
 				return nil, fmt.Errorf("OAUTHBEARER needs --oauth-jwks-file")
 			}
-			b, err := os.ReadFile(l.oauthJWKS)
+			jwks, err := sasl.LoadJWKSFile(sasl.JWKSFileConfig{Path: l.oauthJWKS, Logger: log.WithName("oauth")})
 			if err != nil {
 				return nil, err
 			}
-			ks, err := auth.ParseJWKS(b)
-			if err != nil {
-				return nil, err
-			}
-			cfg.Keys = func() auth.KeySet { return ks }
+			cfg.Keys = jwks.Keys
 		default:
 			return nil, fmt.Errorf("--sasl-mechanisms: %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", m)
 		}
