@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -76,7 +77,7 @@ func TestInterBrokerSASLSSL(t *testing.T) {
 		addr := "127.0.0.1:" + p
 		seeds = append(seeds, addr)
 		procs = append(procs, startBrokerProcess(t, "--data", data, "--id", []string{"1", "2"}[i], "--admin", "",
-			"--heartbeat-interval", "200ms", "--lease", "2s",
+			"--heartbeat-interval", "200ms", "--lease", "5s",
 			"--listeners", "SASL_SSL://"+addr, "--inter-broker-listener", "SASL_SSL",
 			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-client-ca-file", caFile,
 			"--sasl-mechanisms", "SCRAM-SHA-512",
@@ -85,7 +86,10 @@ func TestInterBrokerSASLSSL(t *testing.T) {
 	for _, b := range procs {
 		b.waitLog(t, "kaas broker started", 20*time.Second)
 	}
-	logs := func() string { return procs[0].out.String() + "\n----\n" + procs[1].out.String() }
+	logs := func() string {
+		tail := func(s string) string { return s[max(0, len(s)-8000):] }
+		return tail(procs[0].out.String()) + "\n----\n" + tail(procs[1].out.String())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	client := func(opts ...kgo.Opt) *kgo.Client {
@@ -100,7 +104,7 @@ func TestInterBrokerSASLSSL(t *testing.T) {
 	}
 	alice := client()
 	adm := kadm.NewClient(alice)
-	const topic, partitions = "ib-txn", 4
+	const partitions = 4
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for !ok() {
@@ -114,22 +118,34 @@ func TestInterBrokerSASLSSL(t *testing.T) {
 		bs, err := adm.ListBrokers(ctx)
 		return err == nil && len(bs) == 2
 	})
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	waitFor("partitions on both brokers", func() bool {
-		md, err := adm.Metadata(ctx, topic)
-		if err != nil {
-			return false
+	// A topic's partitions are spread over the brokers the controller saw
+	// live when it was created, and stay there: one created while a broker
+	// was briefly unseen (a loaded machine) is left for another.
+	var topic string
+	for attempt := 0; topic == ""; attempt++ {
+		name := fmt.Sprintf("ib-txn-%d", attempt)
+		if _, err := adm.CreateTopic(ctx, partitions, 1, nil, name); err != nil {
+			t.Fatalf("create topic: %v", err)
 		}
-		leaders := map[int32]bool{}
-		for _, p := range md.Topics[topic].Partitions {
-			if p.Err == nil {
-				leaders[p.Leader] = true
+		spread := time.Now().Add(10 * time.Second)
+		waitFor("partitions of "+name+" assigned", func() bool {
+			md, err := adm.Metadata(ctx, name)
+			if err != nil {
+				return false
 			}
-		}
-		return len(md.Topics[topic].Partitions) == partitions && len(leaders) == 2
-	})
+			leaders := map[int32]bool{}
+			for _, p := range md.Topics[name].Partitions {
+				if p.Err == nil {
+					leaders[p.Leader] = true
+				}
+			}
+			if len(md.Topics[name].Partitions) == partitions && len(leaders) == 2 {
+				topic = name
+				return true
+			}
+			return time.Now().After(spread)
+		})
+	}
 
 	producer := client(kgo.TransactionalID("ib-txn-1"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := producer.BeginTransaction(); err != nil {
