@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,6 +19,10 @@ import (
 
 	"github.com/kaas-dev/kaas/engine/auth"
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/wire"
+	"github.com/kaas-dev/kaas/wire/listeners"
+	"github.com/kaas-dev/kaas/wire/sasl"
+	"github.com/kaas-dev/kaas/wire/tlsfiles"
 	"github.com/kaas-dev/kaas/wire/tlsfiles/tlstest"
 )
 
@@ -183,5 +189,94 @@ func TestInterBrokerSASLSSL(t *testing.T) {
 	resp := kresp.(*kmsg.WriteTxnMarkersResponse)
 	if code := resp.Markers[0].Topics[0].Partitions[0].ErrorCode; code != kerr.ClusterAuthorizationFailed.Code {
 		t.Fatalf("WriteTxnMarkers from alice: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+	}
+}
+
+// TestInterBrokerSecurity: the broker principal and the peers' security
+// follow the inter-broker listener's protocol, and nobody is a broker
+// principal (everyone may send inter-broker requests) while no listener
+// authenticates.
+func TestInterBrokerSecurity(t *testing.T) {
+	root := tlstest.NewCA(t, "root")
+	dir := t.TempDir()
+	certFile, keyFile, caFile := root.BrokerFiles(t, dir, "broker-7")
+	pwFile := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pwFile, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pw, err := readPassword(pwFile); err != nil || pw != "secret" {
+		t.Fatalf("readPassword = %q, %v", pw, err)
+	}
+	files, err := tlsfiles.Load(tlsfiles.Config{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile,
+		ClientAuth: tlsfiles.ClientAuthRequired, ServerCAFile: caFile, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saslCfg := &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.Plain}}
+	rules, err := auth.ParsePrincipalRules("RULE:^CN=(broker)-[0-9]+$/$1/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := wire.Listener{Name: "PLAINTEXT", Protocol: listeners.Plaintext}
+	saslSSL := wire.Listener{Name: "SASL_SSL", Protocol: listeners.SASLSSL}
+	ssl := wire.Listener{Name: "SSL", Protocol: listeners.SSL}
+	mapped := wire.Listener{Name: "SSL", Protocol: listeners.SSL, Principals: rules}
+	bound := func(ls ...wire.Listener) []boundListener {
+		var out []boundListener
+		for _, l := range ls {
+			out = append(out, boundListener{wl: l})
+		}
+		return out
+	}
+	broker := interBrokerAuth{mechanism: "scram-sha-512", user: "kaas-broker", passwordFile: pwFile}
+	cases := []struct {
+		name       string
+		auth       interBrokerAuth
+		clientAuth string
+		ib         wire.Listener
+		bound      []boundListener
+		want       []string // the broker principals
+		tls, sasl  bool
+		err        bool
+	}{
+		{name: "PLAINTEXT only", ib: plain, bound: bound(plain)},
+		{name: "PLAINTEXT only, credential unused", auth: broker, ib: plain, bound: bound(plain)},
+		{name: "SSL without client certificates", clientAuth: "none", ib: ssl, bound: bound(ssl), tls: true},
+		{name: "PLAINTEXT inter-broker beside SASL_SSL", auth: interBrokerAuth{superUsers: "User:ops"}, ib: plain,
+			bound: bound(plain, saslSSL), want: []string{"User:ANONYMOUS", "User:ops"}},
+		{name: "SASL_SSL inter-broker", auth: broker, ib: saslSSL, bound: bound(saslSSL), want: []string{"User:kaas-broker"}, tls: true, sasl: true},
+		{name: "SASL_SSL without a user", auth: interBrokerAuth{mechanism: "SCRAM-SHA-512", passwordFile: pwFile}, ib: saslSSL, bound: bound(saslSSL), err: true},
+		{name: "SASL_SSL with a missing password file", auth: interBrokerAuth{mechanism: "SCRAM-SHA-512", user: "b", passwordFile: filepath.Join(dir, "none")}, ib: saslSSL, bound: bound(saslSSL), err: true},
+		{name: "SASL mechanism not enabled", auth: interBrokerAuth{mechanism: "SCRAM-SHA-256", user: "b", passwordFile: pwFile}, ib: saslSSL, bound: bound(saslSSL), err: true},
+		{name: "SSL with client certificates", clientAuth: "required", ib: ssl, bound: bound(ssl), want: []string{"User:broker-7"}, tls: true},
+		{name: "SSL with mapping rules", clientAuth: "requested", ib: mapped, bound: bound(mapped), want: []string{"User:broker"}, tls: true},
+		{name: "bad super users", auth: interBrokerAuth{superUsers: "ops"}, ib: saslSSL, bound: bound(saslSSL), err: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := listenerOptions{tlsClientAuth: c.clientAuth, interBrokerAuth: c.auth}
+			if c.auth.mechanism == "" && c.ib.Protocol.SASL() {
+				l.interBrokerAuth.mechanism = sasl.ScramSHA512
+			}
+			sec, principals, err := l.interBrokerSecurity(logr.Discard(), c.ib, c.bound, files, saslCfg)
+			if (err != nil) != c.err {
+				t.Fatalf("err = %v, want an error: %v", err, c.err)
+			}
+			if err != nil {
+				return
+			}
+			if !slices.Equal(principals, c.want) {
+				t.Fatalf("broker principals = %v, want %v", principals, c.want)
+			}
+			if (sec.TLS != nil) != c.tls || (sec.SASL != nil) != c.sasl {
+				t.Fatalf("peer TLS %v, SASL %v; want %v, %v", sec.TLS != nil, sec.SASL != nil, c.tls, c.sasl)
+			}
+			if c.tls {
+				withCert := len(sec.TLS("127.0.0.1").Certificates) > 0
+				if want := c.ib.Protocol == listeners.SSL && len(c.want) > 0; withCert != want {
+					t.Fatalf("peer presents its certificate: %v, want %v", withCert, want)
+				}
+			}
+		})
 	}
 }
