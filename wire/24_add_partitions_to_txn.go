@@ -13,6 +13,10 @@ package wire
 //   VerifyOnly the coordinator only answers whether each partition is in
 //   the transaction. A partition owner asks that before it takes a
 //   transaction's first batch.
+// * v4+ is for brokers only (clients send v3 and below): once this broker
+//   authenticates clients, a principal that is not a broker's (nor a
+//   super user) gets the top-level CLUSTER_AUTHORIZATION_FAILED
+//   (interbroker.go).
 //
 // Version notes:
 // * v2: PRODUCER_FENCED instead of INVALID_PRODUCER_EPOCH (KIP-588)

@@ -12,6 +12,10 @@ package wire
 //   completes the producer's transactional offset commits in shard i.
 // * A marker whose producer epoch is older than the partition's (a newer
 //   epoch wrote since) is superseded and answered without error.
+// * Only brokers send it: once this broker authenticates clients, a
+//   principal that is not a broker's (nor a super user) gets
+//   CLUSTER_AUTHORIZATION_FAILED on every partition and nothing is written
+//   (interbroker.go; the response has no message field).
 //
 // Version notes:
 // * v1: flexible

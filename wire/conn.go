@@ -366,6 +366,10 @@ func (c *conn) dispatch(frame []byte, charge int64) (err error) {
 			err = fmt.Errorf("handler panic: %v", p)
 		}
 	}()
+	if refusal := c.interBrokerRefusal(req); refusal != nil {
+		r.finish(refusal)
+		return nil
+	}
 	h.fn(c, req, r)
 	return nil
 }

@@ -109,7 +109,7 @@ func TestPeersRoundTrip(t *testing.T) {
 	}
 	p, _ := strconv.Atoi(port)
 	to := engine.BrokerInfo{ID: 0, Host: host, Port: int32(p)}
-	peers := NewPeers("test")
+	peers := NewPeers("test", PeerSecurity{})
 	defer peers.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -16,11 +16,13 @@ import (
 
 // Peers makes the engine's calls to other brokers (engine.Peers) over the
 // Kafka protocol: transaction markers and transaction verifications
-// (peer_txn.go). One
+// (peer_txn.go), at the brokers' inter-broker addresses (engine.Brokers),
+// with the inter-broker listener's TLS and SASL (PeerSecurity). One
 // franz-go client per broker, which keeps its connection and negotiates
 // versions; requests go straight to that broker's address, never routed.
 type Peers struct {
 	clientID string
+	security PeerSecurity
 
 	mu      sync.Mutex
 	clients map[int32]peerClient
@@ -34,9 +36,10 @@ type peerClient struct {
 	cl   *kgo.Client
 }
 
-// NewPeers returns a Peers whose connections name clientID.
-func NewPeers(clientID string) *Peers {
-	return &Peers{clientID: clientID, clients: map[int32]peerClient{}}
+// NewPeers returns a Peers whose connections name clientID and reach the
+// other brokers' inter-broker listeners with security.
+func NewPeers(clientID string, security PeerSecurity) *Peers {
+	return &Peers{clientID: clientID, security: security, clients: map[int32]peerClient{}}
 }
 
 // request sends req to broker to and returns its response.
@@ -65,12 +68,19 @@ func (p *Peers) client(to engine.BrokerInfo) (*kgo.Client, error) {
 		}
 		c.cl.Close() // the broker came back at another address
 	}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(addr),
 		kgo.ClientID(p.clientID),
-		kgo.DialTimeout(5*time.Second),
-		kgo.RequestTimeoutOverhead(10*time.Second),
-	)
+		kgo.DialTimeout(peerDialTimeout),
+		kgo.RequestTimeoutOverhead(10 * time.Second),
+	}
+	if d := p.security.dialer(); d != nil {
+		opts = append(opts, kgo.Dialer(d))
+	}
+	if p.security.SASL != nil {
+		opts = append(opts, kgo.SASL(p.security.SASL))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("peer client for broker %d at %s: %w", to.ID, addr, err)
 	}

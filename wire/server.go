@@ -64,6 +64,11 @@ type Config struct {
 	// request's MaxBytes (fetch.max.bytes); the first batch of the first
 	// partition with data is still answered whole. Default 55 MiB.
 	FetchMaxBytes int32
+	// BrokerPrincipals are the principals (User:<name>) that may send the
+	// inter-broker-only APIs (interbroker.go): the brokers' own, and
+	// super users. Empty: any connection may, for a broker that
+	// authenticates no client.
+	BrokerPrincipals []string
 }
 
 // DefaultFetchMaxBytes is Kafka's fetch.max.bytes default.
@@ -82,6 +87,8 @@ type Server struct {
 	now func() time.Time
 	// plaintext is the listener Serve serves: PLAINTEXT at cfg.Advertise.
 	plaintext *Listener
+	// brokerPrincipals is Config.BrokerPrincipals as a set.
+	brokerPrincipals map[string]bool
 
 	mu    sync.Mutex
 	lns   []net.Listener
@@ -139,6 +146,12 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, plaintext: plaintext, now: time.Now,
 		conns: map[*conn]struct{}{}, perIP: map[netip.Addr]int{}, quit: make(chan struct{})}
+	if len(cfg.BrokerPrincipals) > 0 {
+		s.brokerPrincipals = map[string]bool{}
+		for _, p := range cfg.BrokerPrincipals {
+			s.brokerPrincipals[p] = true
+		}
+	}
 	s.budget = newRequestBudget(cfg.MaxQueuedBytes, func() time.Time { return s.now() })
 	return s, nil
 }

@@ -29,6 +29,11 @@ var brokerEnv = envdefault.Vars{
 	"oauth-jwks-file":                "KAAS_OAUTH_JWKS_FILE",
 	"oauth-issuer":                   "KAAS_OAUTH_ISSUER",
 	"oauth-audience":                 "KAAS_OAUTH_AUDIENCE",
+	"inter-broker-sasl-mechanism":    "KAAS_INTER_BROKER_SASL_MECHANISM",
+	"inter-broker-username":          "KAAS_INTER_BROKER_USERNAME",
+	"inter-broker-password-file":     "KAAS_INTER_BROKER_PASSWORD_FILE",
+	"inter-broker-tls-ca-file":       "KAAS_INTER_BROKER_TLS_CA_FILE",
+	"super-users":                    "KAAS_SUPER_USERS",
 
 	"advertise":                "KAAS_ADVERTISE",
 	"admin":                    "KAAS_ADMIN",

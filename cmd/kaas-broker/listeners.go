@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -30,13 +29,14 @@ type listenerOptions struct {
 	saslMechanisms                                  string
 	maxReauth                                       time.Duration
 	oauthJWKS, oauthIssuer, oauthAudience           string
+	interBrokerAuth                                 interBrokerAuth
 }
 
 func (l *listenerOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.listeners, "listeners", "", "listeners as NAME://HOST:PORT,...; each name is its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) unless --listener-security-protocol-map maps it (KAAS_LISTENERS; empty: --listen, one PLAINTEXT listener)")
 	fs.StringVar(&l.protocolMap, "listener-security-protocol-map", "", "NAME:PROTOCOL,... for listeners with names of their own (KAAS_LISTENER_SECURITY_PROTOCOL_MAP)")
 	fs.StringVar(&l.advertised, "advertised-listeners", "", "NAME://HOST:PORT,... told to clients, by listener (KAAS_ADVERTISED_LISTENERS; default each listener's own address)")
-	fs.StringVar(&l.interBroker, "inter-broker-listener", "", "the listener brokers reach each other on (KAAS_INTER_BROKER_LISTENER; default the PLAINTEXT listener)")
+	fs.StringVar(&l.interBroker, "inter-broker-listener", "", "the listener brokers reach each other on, of any protocol (KAAS_INTER_BROKER_LISTENER; default the PLAINTEXT listener)")
 	fs.StringVar(&l.tlsCert, "tls-cert-file", "", "PEM certificate of the SSL and SASL_SSL listeners, reloaded when it changes (KAAS_TLS_CERT_FILE)")
 	fs.StringVar(&l.tlsKey, "tls-key-file", "", "PEM key of --tls-cert-file (KAAS_TLS_KEY_FILE)")
 	fs.StringVar(&l.tlsClientCA, "tls-client-ca-file", "", "PEM CAs client certificates are verified against (KAAS_TLS_CLIENT_CA_FILE)")
@@ -44,9 +44,10 @@ func (l *listenerOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.principalRules, "tls-principal-mapping-rules", "", "RULE:pattern/replacement/[LU],...,DEFAULT naming an SSL client from its certificate subject (ssl.principal.mapping.rules; KAAS_TLS_PRINCIPAL_MAPPING_RULES; default the CN)")
 	fs.StringVar(&l.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-512,SCRAM-SHA-256", "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (sasl.enabled.mechanisms; KAAS_SASL_MECHANISMS)")
 	fs.DurationVar(&l.maxReauth, "connections-max-reauth", 0, "a SASL session lasts at most this long without re-authenticating (connections.max.reauth.ms; KAAS_CONNECTIONS_MAX_REAUTH; 0: until its token expires)")
-	fs.StringVar(&l.oauthJWKS, "oauth-jwks-file", "", "JWKS file OAUTHBEARER tokens are verified against (KAAS_OAUTH_JWKS_FILE)")
+	fs.StringVar(&l.oauthJWKS, "oauth-jwks-file", "", "JWKS file OAUTHBEARER tokens are verified against, re-read when it changes (KAAS_OAUTH_JWKS_FILE)")
 	fs.StringVar(&l.oauthIssuer, "oauth-issuer", "", "the iss an OAUTHBEARER token must carry (KAAS_OAUTH_ISSUER)")
 	fs.StringVar(&l.oauthAudience, "oauth-audience", "", "an aud an OAUTHBEARER token must carry (KAAS_OAUTH_AUDIENCE)")
+	l.interBrokerAuth.register(fs)
 }
 
 // boundListener is a listener with its bound socket.
@@ -58,11 +59,24 @@ type boundListener struct {
 // srv serves the listener on srv until Shutdown.
 func (b boundListener) srv(srv *wire.Server) error { return srv.ServeListener(b.ln, b.wl) }
 
-// listen binds every listener and readies what its protocol needs. It
-// returns them with the inter-broker listener's advertised address and
-// every listener's, by name, for the heartbeat. A listener that is not
-// advertised advertises the address it bound (advertisedFrom).
-func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clusterDir string) (bound []boundListener, interBroker string, byName map[string]string, err error) {
+// listenerSetup is what listen readies.
+type listenerSetup struct {
+	bound []boundListener
+	// interBroker is the inter-broker listener's advertised address;
+	// byName every listener's, for the heartbeat.
+	interBroker string
+	byName      map[string]string
+	// peers is how this broker reaches the others' inter-broker listener.
+	peers wire.PeerSecurity
+	// brokerPrincipals may send the inter-broker-only APIs; nil when no
+	// listener authenticates (wire.Config.BrokerPrincipals).
+	brokerPrincipals []string
+}
+
+// listen binds every listener and readies what its protocol needs, and
+// the inter-broker listener's security (interbroker.go). A listener that
+// is not advertised advertises the address it bound (advertisedFrom).
+func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clusterDir string) (setup listenerSetup, err error) {
 	spec, advertised := l.listeners, l.advertised
 	if spec == "" {
 		spec = "PLAINTEXT://" + o.listen
@@ -72,24 +86,25 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 	}
 	ls, err := listeners.Parse(spec, l.protocolMap, advertised)
 	if err != nil {
-		return nil, "", nil, err
+		return listenerSetup{}, err
 	}
+	var bound []boundListener
 	defer func() {
 		if err != nil {
 			for _, b := range bound {
 				_ = b.ln.Close()
 			}
-			bound = nil
+			setup = listenerSetup{}
 		}
 	}()
 	var files *tlsfiles.Files
 	var saslCfg *sasl.Config
-	byName = map[string]string{}
+	byName := map[string]string{}
 	for _, x := range ls {
 		wl := wire.Listener{Name: x.Name, Protocol: x.Protocol, Advertise: x.Advertise}
 		if x.Protocol.TLS() && files == nil {
 			if files, err = l.tlsFiles(log); err != nil {
-				return bound, "", nil, err
+				return listenerSetup{}, err
 			}
 		}
 		switch x.Protocol {
@@ -100,12 +115,12 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 		}
 		if x.Protocol == listeners.SSL {
 			if wl.Principals, err = auth.ParsePrincipalRules(l.principalRules); err != nil {
-				return bound, "", nil, err
+				return listenerSetup{}, err
 			}
 		}
 		if x.Protocol.SASL() && saslCfg == nil {
-			if saslCfg, err = l.sasl(fsys, clusterDir); err != nil {
-				return bound, "", nil, err
+			if saslCfg, err = l.sasl(log, fsys, clusterDir); err != nil {
+				return listenerSetup{}, err
 			}
 		}
 		if x.Protocol.SASL() {
@@ -113,7 +128,7 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 		}
 		ln, err := net.Listen("tcp", x.Bind)
 		if err != nil {
-			return bound, "", nil, fmt.Errorf("listen on %s for %s: %w", x.Bind, x.Name, err)
+			return listenerSetup{}, fmt.Errorf("listen on %s for %s: %w", x.Bind, x.Name, err)
 		}
 		if wl.Advertise == "" {
 			wl.Advertise = advertisedFrom(ln.Addr().(*net.TCPAddr))
@@ -129,23 +144,26 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 		if b.wl.Name != name {
 			continue
 		}
-		if b.wl.Protocol != listeners.Plaintext {
-			return bound, "", nil, fmt.Errorf("inter-broker listener %s is %s: brokers reach each other over PLAINTEXT only so far", name, b.wl.Protocol)
-		}
-		return bound, b.wl.Advertise, byName, nil
+		setup = listenerSetup{bound: bound, interBroker: b.wl.Advertise, byName: byName}
+		setup.peers, setup.brokerPrincipals, err = l.interBrokerSecurity(log, b.wl, bound, files, saslCfg)
+		return setup, err
 	}
-	return bound, "", nil, fmt.Errorf("inter-broker listener %s is not a listener: give --inter-broker-listener", name)
+	return listenerSetup{}, fmt.Errorf("inter-broker listener %s is not a listener: give --inter-broker-listener", name)
 }
 
 func (l listenerOptions) tlsFiles(log logr.Logger) (*tlsfiles.Files, error) {
 	if l.tlsCert == "" || l.tlsKey == "" {
 		return nil, fmt.Errorf("an SSL or SASL_SSL listener needs --tls-cert-file and --tls-key-file")
 	}
+	serverCA := l.interBrokerAuth.tlsCA
+	if serverCA == "" {
+		serverCA = l.tlsClientCA
+	}
 	return tlsfiles.Load(tlsfiles.Config{CertFile: l.tlsCert, KeyFile: l.tlsKey, ClientCAFile: l.tlsClientCA,
-		ClientAuth: tlsfiles.ClientAuth(l.tlsClientAuth), Logger: log.WithName("tls")})
+		ClientAuth: tlsfiles.ClientAuth(l.tlsClientAuth), ServerCAFile: serverCA, Logger: log.WithName("tls")})
 }
 
-func (l listenerOptions) sasl(fsys volume.FS, clusterDir string) (*sasl.Config, error) {
+func (l listenerOptions) sasl(log logr.Logger, fsys volume.FS, clusterDir string) (*sasl.Config, error) {
 	cfg := &sasl.Config{Lookup: auth.StoreLookup(fsys, clusterDir), MaxReauth: l.maxReauth,
 		Rules: auth.TokenRules{Issuer: l.oauthIssuer, Audience: l.oauthAudience, Skew: 30 * time.Second}}
 	cfg.Secret = make([]byte, 32)
@@ -162,15 +180,11 @@ func (l listenerOptions) sasl(fsys volume.FS, clusterDir string) (*sasl.Config, 
 			if l.oauthJWKS == "" {
 				return nil, fmt.Errorf("OAUTHBEARER needs --oauth-jwks-file")
 			}
-			b, err := os.ReadFile(l.oauthJWKS)
+			jwks, err := sasl.LoadJWKSFile(sasl.JWKSFileConfig{Path: l.oauthJWKS, Logger: log.WithName("oauth")})
 			if err != nil {
 				return nil, err
 			}
-			ks, err := auth.ParseJWKS(b)
-			if err != nil {
-				return nil, err
-			}
-			cfg.Keys = func() auth.KeySet { return ks }
+			cfg.Keys = jwks.Keys
 		default:
 			return nil, fmt.Errorf("--sasl-mechanisms: %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", m)
 		}

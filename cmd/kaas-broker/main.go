@@ -165,10 +165,11 @@ func run(o options, log logr.Logger) error {
 	if credentialsDir == "" {
 		credentialsDir = filepath.Join(data, "__cluster") // the engine's default
 	}
-	bound, advertise, listenerAddrs, err := o.listeners.listen(o, log, fsys, credentialsDir)
+	setup, err := o.listeners.listen(o, log, fsys, credentialsDir)
 	if err != nil {
 		return err
 	}
+	bound, advertise, listenerAddrs := setup.bound, setup.interBroker, setup.byName
 	closeListeners := func() {
 		for _, b := range bound {
 			_ = b.ln.Close()
@@ -177,8 +178,9 @@ func run(o options, log logr.Logger) error {
 	// The fd limit, raised to the hard limit, divided between the control
 	// plane, connections and partitions (fdbudget.go).
 	fds := o.budgets.startFDBudget(log, o.conns.maxConnections)
-	// Brokers reach each other for transactions (markers, verification).
-	peers := wire.NewPeers(fmt.Sprintf("kaas-broker-%d", o.id))
+	// Brokers reach each other for transactions (markers, verification),
+	// on the inter-broker listener.
+	peers := wire.NewPeers(fmt.Sprintf("kaas-broker-%d", o.id), setup.peers)
 	defer peers.Close()
 	eng, err := engine.New(engine.Config{
 		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
@@ -206,7 +208,8 @@ func run(o options, log logr.Logger) error {
 	}
 	srv, err := wire.NewServer(wire.Config{Engine: eng, Logger: log.WithName("wire"), Advertise: advertise,
 		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes), MaxQueuedBytes: o.maxQueuedBytes,
-		MaxConnections: fds.Connections, MaxConnectionsPerIP: o.conns.maxConnectionsPerIP, FetchMaxBytes: int32(o.conns.fetchMaxBytes)})
+		MaxConnections: fds.Connections, MaxConnectionsPerIP: o.conns.maxConnectionsPerIP, FetchMaxBytes: int32(o.conns.fetchMaxBytes),
+		BrokerPrincipals: setup.brokerPrincipals})
 	if err != nil {
 		closeListeners()
 		return err

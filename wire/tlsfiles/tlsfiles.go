@@ -46,6 +46,10 @@ type Config struct {
 	// against; needed unless ClientAuth is none.
 	ClientCAFile string
 	ClientAuth   ClientAuth
+	// ServerCAFile holds the CAs the certificates of other brokers are
+	// verified against when this broker connects to them (ClientConfig);
+	// empty: the system's.
+	ServerCAFile string
 	// CheckEvery bounds how often a handshake looks at the files' times
 	// and sizes (default 1 s).
 	CheckEvery time.Duration
@@ -63,6 +67,8 @@ type Files struct {
 	stamps  []stamp
 	cert    *tls.Certificate
 	cas     *x509.CertPool
+	// serverCAs are ServerCAFile's (nil: the system's).
+	serverCAs *x509.CertPool
 }
 
 // stamp is what tells a changed file: its modification time and size.
@@ -104,6 +110,9 @@ func (f *Files) paths() []string {
 	if f.cfg.ClientCAFile != "" {
 		p = append(p, f.cfg.ClientCAFile)
 	}
+	if f.cfg.ServerCAFile != "" {
+		p = append(p, f.cfg.ServerCAFile)
+	}
 	return p
 }
 
@@ -124,19 +133,33 @@ func (f *Files) load(stamps []stamp) error {
 	if err != nil {
 		return fmt.Errorf("load the certificate %s and key %s: %w", f.cfg.CertFile, f.cfg.KeyFile, err)
 	}
-	var cas *x509.CertPool
-	if f.cfg.ClientCAFile != "" {
-		pem, err := os.ReadFile(f.cfg.ClientCAFile)
-		if err != nil {
-			return fmt.Errorf("read the client CAs: %w", err)
-		}
-		cas = x509.NewCertPool()
-		if !cas.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("client CA file %s holds no certificate", f.cfg.ClientCAFile)
-		}
+	cas, err := loadPool(f.cfg.ClientCAFile, "client")
+	if err != nil {
+		return err
 	}
-	f.cert, f.cas, f.stamps = &cert, cas, stamps
+	serverCAs, err := loadPool(f.cfg.ServerCAFile, "server")
+	if err != nil {
+		return err
+	}
+	f.cert, f.cas, f.serverCAs, f.stamps = &cert, cas, serverCAs, stamps
 	return nil
+}
+
+// loadPool reads the CAs of path (of whose certificates: kind); nil for
+// no path.
+func loadPool(path, kind string) (*x509.CertPool, error) {
+	if path == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the %s CAs: %w", kind, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s CA file %s holds no certificate", kind, path)
+	}
+	return pool, nil
 }
 
 // current reloads the files if they changed since the last look (at most
@@ -177,6 +200,30 @@ func changed(a, b []stamp) bool {
 		}
 	}
 	return false
+}
+
+// ClientConfig is the tls.Config of one connection this broker makes to
+// another broker at host: TLS 1.2 and 1.3, the other's certificate
+// verified for host against ServerCAFile (the system's CAs without one),
+// and, withCert, this broker's certificate presented when the other asks
+// for one (an SSL listener with client authentication). The files are as
+// last loaded.
+func (f *Files) ClientConfig(host string, withCert bool) *tls.Config {
+	cert, _ := f.current()
+	f.mu.Lock()
+	roots := f.serverCAs
+	f.mu.Unlock()
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, RootCAs: roots}
+	if withCert {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	return cfg
+}
+
+// Certificate is this broker's certificate, as last loaded.
+func (f *Files) Certificate() *x509.Certificate {
+	cert, _ := f.current()
+	return cert.Leaf
 }
 
 // ServerConfig is an SSL listener's tls.Config: TLS 1.2 and 1.3 only,

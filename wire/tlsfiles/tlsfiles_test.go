@@ -186,3 +186,59 @@ func TestClientAuth(t *testing.T) {
 		t.Fatal("a TLS 1.1 handshake succeeded")
 	}
 }
+
+// TestClientConfig: a broker dialing another's SSL listener (client
+// authentication required) verifies it against ServerCAFile and presents
+// its own certificate; against another CA it refuses the server.
+func TestClientConfig(t *testing.T) {
+	root, rogue := tlstest.NewCA(t, "root"), tlstest.NewCA(t, "rogue")
+	certFile, keyFile, caFile := root.BrokerFiles(t, t.TempDir(), "broker-1")
+	rogueCA := filepath.Join(t.TempDir(), "rogue.crt")
+	write(t, rogueCA, rogue.PEM, time.Now())
+	srv, err := Load(Config{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile, ClientAuth: ClientAuthRequired, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		serverCA string
+		withCert bool
+		wantCN   string // the client CN the server saw; "" means the handshake fails
+	}{
+		{"trusted, with its certificate", caFile, true, "broker-1"},
+		{"trusted, without a certificate", caFile, false, ""},
+		{"server of another CA", rogueCA, true, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dialer, err := Load(Config{CertFile: certFile, KeyFile: keyFile, ServerCAFile: c.serverCA, Logger: logr.Discard()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dialer.Certificate().Subject.CommonName; got != "broker-1" {
+				t.Fatalf("Certificate CN = %q", got)
+			}
+			a, b := tcpPair(t)
+			defer a.Close()
+			defer b.Close()
+			s := tls.Server(a, srv.ServerConfig())
+			done := make(chan error, 1)
+			go func() { done <- s.Handshake() }()
+			cerr := tls.Client(b, dialer.ClientConfig("127.0.0.1", c.withCert)).Handshake()
+			if cerr != nil {
+				_ = b.Close()
+			}
+			serr := <-done
+			var cn string
+			if pc := s.ConnectionState().PeerCertificates; serr == nil && len(pc) > 0 {
+				cn = pc[0].Subject.CommonName
+			}
+			if c.wantCN == "" && cerr == nil && serr == nil {
+				t.Fatalf("handshake succeeded (server saw %q)", cn)
+			}
+			if c.wantCN != "" && (cerr != nil || serr != nil || cn != c.wantCN) {
+				t.Fatalf("handshake: client %v, server %v, CN %q; want %q", cerr, serr, cn, c.wantCN)
+			}
+		})
+	}
+}

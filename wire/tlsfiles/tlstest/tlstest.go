@@ -53,16 +53,32 @@ func NewCA(t testing.TB, name string) CA {
 // key as PEM.
 func (c CA) Issue(t testing.TB, subject pkix.Name, client bool) (certPEM, keyPEM []byte) {
 	t.Helper()
+	usage := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	if client {
+		usage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+	return c.issue(t, subject, usage)
+}
+
+// IssueBroker makes a broker's certificate: a server certificate for
+// 127.0.0.1 that also authenticates it as a client of the other brokers'
+// SSL listeners.
+func (c CA) IssueBroker(t testing.TB, subject pkix.Name) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return c.issue(t, subject, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth})
+}
+
+func (c CA) issue(t testing.TB, subject pkix.Name, usage []x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: subject,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	if client {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usage}
+	if usage[0] == x509.ExtKeyUsageServerAuth {
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
 	if err != nil {
@@ -98,6 +114,18 @@ func (c CA) Pool() *x509.CertPool {
 func (c CA) ServerFiles(t testing.TB, dir string) (certFile, keyFile, caFile string) {
 	t.Helper()
 	cp, kp := c.Issue(t, pkix.Name{CommonName: "broker"}, false)
+	return c.writeFiles(t, dir, cp, kp)
+}
+
+// BrokerFiles is ServerFiles with IssueBroker's certificate (CN cn).
+func (c CA) BrokerFiles(t testing.TB, dir, cn string) (certFile, keyFile, caFile string) {
+	t.Helper()
+	cp, kp := c.IssueBroker(t, pkix.Name{CommonName: cn})
+	return c.writeFiles(t, dir, cp, kp)
+}
+
+func (c CA) writeFiles(t testing.TB, dir string, cp, kp []byte) (certFile, keyFile, caFile string) {
+	t.Helper()
 	certFile, keyFile, caFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt")
 	for p, b := range map[string][]byte{certFile: cp, keyFile: kp, caFile: c.PEM} {
 		if err := os.WriteFile(p, b, 0o600); err != nil {
