@@ -129,8 +129,10 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 		By("deleting the User")
 		deleted := time.Now()
 		Expect(k8s.Delete(ctx, u)).To(Succeed())
-		Eventually(func() bool { return isNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &kaasv1.User{})) }).
-			WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(BeTrue(), "the finalizer was not removed")
+		Eventually(func() bool {
+			return isNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &kaasv1.User{}))
+		}).
+			WithContext(ctx).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(BeTrue(), "the finalizer was not removed")
 		reportLatency("User delete → resource gone, credential deleted", time.Since(deleted))
 		// The finalizer goes only after the file: it must be gone the
 		// moment the resource is.
@@ -159,7 +161,9 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 		Expect(cl.Ping(ctx)).To(Succeed())
 
 		Expect(k8s.Delete(ctx, u)).To(Succeed())
-		Eventually(func() bool { return isNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &kaasv1.User{})) }).
+		Eventually(func() bool {
+			return isNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &kaasv1.User{}))
+		}).
 			WithContext(ctx).WithTimeout(30 * time.Second).Should(BeTrue())
 		_, err = os.Stat(credentialFile(name, "SCRAM-SHA-256"))
 		Expect(os.IsNotExist(err)).To(BeTrue(), "credential file outlived the User: %v", err)
