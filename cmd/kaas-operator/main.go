@@ -97,6 +97,7 @@ func run(o options, log logr.Logger) error {
 	}
 	ur := &controller.UserReconciler{
 		Client:         mgr.GetClient(),
+		Secrets:        mgr.GetAPIReader(),
 		Recorder:       mgr.GetEventRecorder("kaas-operator"),
 		FS:             volume.OS(),
 		ClusterDir:     o.clusterDir,

@@ -29,7 +29,11 @@ import (
 // the same files kaasctl users set writes), and deletes them when the
 // resource is deleted.
 type UserReconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Secrets reads Secrets straight from the API server (the manager's
+	// APIReader): the operator caches only Secrets' metadata, not every
+	// Secret's data. Nil means Client.
+	Secrets  client.Reader
 	Recorder events.EventRecorder
 	// FS and ClusterDir are the volume and the cluster directory the
 	// brokers share.
@@ -192,7 +196,7 @@ func (r *UserReconciler) password(ctx context.Context, u *v1alpha1.User) (secret
 			key = v1alpha1.DefaultPasswordKey
 		}
 		var s corev1.Secret
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: ref.Name}, &s)
+		err := r.secrets().Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: ref.Name}, &s)
 		if apierrors.IsNotFound(err) {
 			return "", "", &notReady{reason: ReasonSecretNotFound, message: fmt.Sprintf("Secret %s/%s does not exist", u.Namespace, ref.Name)}
 		}
@@ -210,7 +214,7 @@ func (r *UserReconciler) password(ctx context.Context, u *v1alpha1.User) (secret
 		return "", "", &notReady{reason: ReasonInvalidSpec, message: fmt.Sprintf("the generated Secret's name %s: %v; name a Secret in spec.passwordSecretRef", name, errs)}
 	}
 	var s corev1.Secret
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: name}, &s)
+	err := r.secrets().Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: name}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		return r.generate(ctx, u, name)
@@ -284,6 +288,13 @@ func (r *UserReconciler) finalize(ctx context.Context, u *v1alpha1.User) (ctrl.R
 	}
 	logf.FromContext(ctx).Info("finalizer removed", "user", user)
 	return ctrl.Result{}, nil
+}
+
+func (r *UserReconciler) secrets() client.Reader {
+	if r.Secrets != nil {
+		return r.Secrets
+	}
+	return r.Client
 }
 
 func (r *UserReconciler) event(u *v1alpha1.User, typ, reason, action, note string) {

@@ -19,7 +19,9 @@ import (
 // SetupWithManager watches User resources (spec changes and deletion, not
 // the operator's own status writes) and Secrets: a Secret's change
 // reconciles every User of its namespace that reads its password from it,
-// so a new password reaches the volume without waiting for a resync.
+// so a new password reaches the volume without waiting for a resync. Only
+// the Secrets' metadata is watched and cached; their data is read when a
+// User needs it.
 func (r *UserReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("user").
@@ -27,7 +29,7 @@ func (r *UserReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{},
 			deletionStarted(),
 		))).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret), builder.OnlyMetadata).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
 }
