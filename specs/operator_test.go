@@ -356,6 +356,21 @@ var _ = Describe("Topic resources on a real API server", Ordered, Label("k8s", "
 		Expect(env).NotTo(HaveKey("KAAS_LISTEN"))
 
 		Expect(dryRunApply(ctx, k8s, "kaas-secure", objs)).To(BeEmpty(), "objects the API server refused")
+
+		By("values that cannot work are refused at render time")
+		for _, c := range []struct{ set, says string }{
+			{"broker.listeners[0].name=TLS,broker.listeners[0].port=9093,broker.listeners[0].protocol=SSL,broker.interBrokerListener=TLS",
+				"PLAINTEXT only"},
+			{"broker.listeners[0].name=PLAINTEXT,broker.listeners[0].port=9092,broker.listeners[0].protocol=PLAINTEXT," +
+				"broker.listeners[1].name=SSL,broker.listeners[1].port=9093,broker.listeners[1].protocol=SSL", "needs tls.secretName"},
+			{"broker.listeners[0].name=PLAINTEXT,broker.listeners[0].port=9644,broker.listeners[0].protocol=PLAINTEXT", "used twice"},
+			{"broker.listeners[0].name=PLAIN,broker.listeners[0].port=9092,broker.listeners[0].protocol=PLAINTEXT", "not one of broker.listeners"},
+			{"broker.adminTLS=true", "broker.adminTLS needs"},
+			{"tls.certManager.enabled=true", "issuerRef.name"},
+			{"broker.listeners[0].name=PLAINTEXT,broker.listeners[0].port=9092,broker.listeners[0].protocol=TLS", "protocol"},
+		} {
+			Expect(helmTemplateRefused(ctx, "--set", c.set)).To(ContainSubstring(c.says), "--set %s", c.set)
+		}
 	})
 })
 
