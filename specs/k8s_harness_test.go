@@ -202,6 +202,20 @@ func helmTemplate(ctx context.Context, args ...string) []byte {
 	return helm(ctx, append([]string{"template", "kaas", chart, "--kube-version", k8sVersion}, args...)...)
 }
 
+// helmTemplateRefused renders deploy/kaas with args, expects helm to
+// refuse, and returns what it said.
+func helmTemplateRefused(ctx context.Context, args ...string) string {
+	GinkgoHelper()
+	home := GinkgoT().TempDir()
+	chart := filepath.Join(moduleRoot(), "deploy", "kaas")
+	cmd := exec.CommandContext(ctx, filepath.Join(k8sTools(), "helm"),
+		append([]string{"template", "kaas", chart, "--kube-version", k8sVersion}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	Expect(err).To(HaveOccurred(), "helm template %s rendered:\n%s", strings.Join(args, " "), out)
+	return string(out)
+}
+
 // helmLint runs helm lint --strict on the chart.
 func helmLint(ctx context.Context) {
 	GinkgoHelper()

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaasv1 "github.com/kaas-dev/kaas/cmd/kaas-operator/api/v1alpha1"
@@ -311,7 +312,113 @@ var _ = Describe("Topic resources on a real API server", Ordered, Label("k8s", "
 			Expect(dryRunApply(ctx, k8s, "kaas", objs)).To(BeEmpty(), "objects the API server refused")
 		}
 	})
+
+	It("renders listeners, TLS from a Secret and cert-manager, SASL, the broker credential and a secured admin port that the API server accepts", func(ctx SpecContext) {
+		// A stand-in for cert-manager's Certificate CRD (no schema), so the
+		// server judges the rendered Certificate's shape too.
+		Expect(k8s.Create(ctx, certificateCRD())).To(Succeed())
+		Eventually(func() error {
+			return k8s.List(ctx, certificateList(), client.InNamespace("default"))
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the Certificate CRD is not served")
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kaas-secure"}})).To(Succeed())
+		values := filepath.Join(GinkgoT().TempDir(), "secure.yaml")
+		Expect(os.WriteFile(values, []byte(secureValues), 0o600)).To(Succeed())
+		objs := decodeManifests(helmTemplate(ctx, "--namespace", "kaas-secure", "-f", values))
+
+		var sts, cert *unstructured.Unstructured
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "StatefulSet":
+				sts = o
+			case "Certificate":
+				cert = o
+			}
+		}
+		Expect(sts).NotTo(BeNil())
+		Expect(cert).NotTo(BeNil(), "tls.certManager.enabled renders a Certificate")
+		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		Expect(secretName).To(Equal("kaas-tls"))
+		containers, _, _ := unstructured.NestedSlice(sts.Object, "spec", "template", "spec", "containers")
+		env := map[string]string{}
+		for _, e := range containers[0].(map[string]any)["env"].([]any) {
+			m := e.(map[string]any)
+			v, _ := m["value"].(string)
+			env[m["name"].(string)] = v
+		}
+		Expect(env).To(HaveKeyWithValue("KAAS_LISTENERS", "PLAINTEXT://0.0.0.0:9092,CLIENTS://0.0.0.0:9093"))
+		Expect(env).To(HaveKeyWithValue("KAAS_LISTENER_SECURITY_PROTOCOL_MAP", "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_SSL"))
+		Expect(env).To(HaveKeyWithValue("KAAS_ADVERTISED_LISTENERS", ContainSubstring("CLIENTS://$(POD_NAME).kaas-broker-headless.$(POD_NAMESPACE).svc.cluster.local:9093")))
+		Expect(env).To(HaveKeyWithValue("KAAS_TLS_CERT_FILE", "/etc/kaas/tls/tls.crt"))
+		Expect(env).To(HaveKeyWithValue("KAAS_SASL_MECHANISMS", "SCRAM-SHA-512"))
+		Expect(env).To(HaveKeyWithValue("KAAS_ADMIN_AUTH_TOKEN_FILE", "/etc/kaas/admin-token/token"))
+		Expect(env).To(HaveKey("KAAS_ADMIN_TLS_CERT_FILE"))
+		Expect(env).NotTo(HaveKey("KAAS_ADMIN_PPROF"))
+		Expect(env).NotTo(HaveKey("KAAS_LISTEN"))
+
+		Expect(dryRunApply(ctx, k8s, "kaas-secure", objs)).To(BeEmpty(), "objects the API server refused")
+
+		By("values that cannot work are refused at render time")
+		for _, c := range []struct{ set, says string }{
+			{"broker.listeners[0].name=TLS,broker.listeners[0].port=9093,broker.listeners[0].protocol=SSL,broker.interBrokerListener=TLS",
+				"PLAINTEXT only"},
+			{"broker.listeners[0].name=PLAINTEXT,broker.listeners[0].port=9092,broker.listeners[0].protocol=PLAINTEXT," +
+				"broker.listeners[1].name=SSL,broker.listeners[1].port=9093,broker.listeners[1].protocol=SSL", "needs tls.secretName"},
+			{"broker.listeners[0].name=PLAINTEXT,broker.listeners[0].port=9644,broker.listeners[0].protocol=PLAINTEXT", "used twice"},
+			{"broker.listeners[0].name=PLAIN,broker.listeners[0].port=9092,broker.listeners[0].protocol=PLAINTEXT", "not one of broker.listeners"},
+			{"broker.adminTLS=true", "broker.adminTLS needs"},
+			{"tls.certManager.enabled=true", "issuerRef.name"},
+			{"broker.listeners[0].name=PLAINTEXT,broker.listeners[0].port=9092,broker.listeners[0].protocol=TLS", "protocol"},
+		} {
+			Expect(helmTemplateRefused(ctx, "--set", c.set)).To(ContainSubstring(c.says), "--set %s", c.set)
+		}
+	})
 })
+
+// secureValues turn on every security value of the chart.
+const secureValues = `
+broker:
+  listeners:
+    - {name: PLAINTEXT, port: 9092, protocol: PLAINTEXT}
+    - {name: CLIENTS, port: 9093, protocol: SASL_SSL}
+  interBrokerListener: PLAINTEXT
+  sasl:
+    mechanisms: SCRAM-SHA-512
+  interBrokerCredential:
+    secretName: kaas-broker-credential
+  adminTLS: true
+  adminAuthTokenSecret:
+    name: kaas-admin-token
+tls:
+  certManager:
+    enabled: true
+    issuerRef: {name: kaas-ca}
+`
+
+// certificateCRD is cert-manager's Certificate kind with no schema of its
+// own.
+func certificateCRD() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": "certificates.cert-manager.io"},
+		"spec": map[string]any{
+			"group": "cert-manager.io",
+			"names": map[string]any{"kind": "Certificate", "listKind": "CertificateList", "plural": "certificates", "singular": "certificate"},
+			"scope": "Namespaced",
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+}
+
+func certificateList() *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion("cert-manager.io/v1")
+	l.SetKind("CertificateList")
+	return l
+}
 
 // reportLatency prints one of the operator's end-to-end latencies (as
 // seen through the API server, polled every 100 ms or less) for the notes.

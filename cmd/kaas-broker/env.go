@@ -37,6 +37,10 @@ var brokerEnv = envdefault.Vars{
 
 	"advertise":                "KAAS_ADVERTISE",
 	"admin":                    "KAAS_ADMIN",
+	"admin-tls-cert-file":      "KAAS_ADMIN_TLS_CERT_FILE",
+	"admin-tls-key-file":       "KAAS_ADMIN_TLS_KEY_FILE",
+	"admin-auth-token-file":    "KAAS_ADMIN_AUTH_TOKEN_FILE",
+	"admin-pprof":              "KAAS_ADMIN_PPROF",
 	"zone":                     "KAAS_ZONE",
 	"auto-create-topics":       "KAAS_AUTO_CREATE_TOPICS",
 	"default-partitions":       "KAAS_DEFAULT_PARTITIONS",

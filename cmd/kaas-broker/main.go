@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -56,6 +55,7 @@ type options struct {
 	budgets                                                             budgetOptions
 	conns                                                               connOptions
 	listeners                                                           listenerOptions
+	adminSec                                                            adminOptions
 }
 
 func parseFlags(args []string) (options, error) {
@@ -66,7 +66,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.id, "id", 0, "broker ID (KAAS_BROKER_ID)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9092", "Kafka listener address (KAAS_LISTEN)")
 	fs.StringVar(&o.advertise, "advertise", "", "address advertised to clients (KAAS_ADVERTISE; default the listener's)")
-	fs.StringVar(&o.admin, "admin", "127.0.0.1:9644", "admin HTTP address for /healthz, /readyz, /status (KAAS_ADMIN; empty disables)")
+	fs.StringVar(&o.admin, "admin", "127.0.0.1:9644", "admin HTTP address for /healthz, /readyz, /status, /reconcile-status (KAAS_ADMIN; empty disables)")
 	fs.StringVar(&o.zone, "zone", "", "this broker's zone, advertised as its rack (KAAS_ZONE)")
 	fs.BoolVar(&o.autoCreate, "auto-create-topics", true, "create unknown topics on Metadata and Produce (KAAS_AUTO_CREATE_TOPICS)")
 	fs.IntVar(&o.defaultPartitions, "default-partitions", 1, "partitions of auto-created topics (KAAS_DEFAULT_PARTITIONS)")
@@ -86,6 +86,7 @@ func parseFlags(args []string) (options, error) {
 	o.budgets.register(fs)
 	o.conns.register(fs)
 	o.listeners.register(fs)
+	o.adminSec.register(fs)
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (KAAS_LOG_FORMAT)")
 	src, err := envdefault.Parse(fs, args, brokerEnv)
 	if err != nil {
@@ -228,12 +229,16 @@ func run(o options, log logr.Logger) error {
 			<-engDone
 			return fmt.Errorf("admin listen on %s: %w", o.admin, err)
 		}
-		mux := adminMux(eng, srv)
+		mux := adminMux(eng, srv, o.adminSec.pprof)
 		if o.unsafe.debugClock {
 			clock.serve(mux)
 		}
-		admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = admin.Serve(aln) }()
+		if admin, err = o.adminSec.serve(aln, mux, log.WithName("admin")); err != nil {
+			_ = aln.Close()
+			stopEngine()
+			<-engDone
+			return err
+		}
 	}
 	srvDone := make(chan error, len(bound))
 	var addrs []string
@@ -279,45 +284,6 @@ func advertisedFrom(a *net.TCPAddr) string {
 		}
 	}
 	return net.JoinHostPort(host, strconv.Itoa(a.Port))
-}
-
-func adminMux(eng *engine.Engine, srv *wire.Server) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		// Liveness: the process answers. Slow storage must not get the
-		// broker killed into a restart loop, so no volume I/O here.
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if ready, why := eng.Readiness(); !ready {
-			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
-			return
-		}
-		// A broker that cannot take clients (fds exhausted, the request
-		// budget stuck) is not ready either.
-		if err := srv.Ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	// Profiles for whoever can reach the admin address (127.0.0.1 by
-	// default): where a broker spends its CPU is a question users ask.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, eng.Describe())
-	})
-	mux.HandleFunc("GET /reconcile-status", func(w http.ResponseWriter, r *http.Request) {
-		rows, err := eng.ReconcileStatus()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		writeJSON(w, rows)
-	})
-	return mux
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -86,6 +86,9 @@ func (o *options) validate(src envdefault.Sources) error {
 	if err := o.volumeCheck.validate(); err != nil {
 		return err
 	}
+	if err := o.adminSec.validate(); err != nil {
+		return err
+	}
 	if o.crashAtStep != "" {
 		if _, _, _, err := parseCrashAtStep(o.crashAtStep); err != nil {
 			return fmt.Errorf("%s: %w", src.Origin("crash-at-step"), err)

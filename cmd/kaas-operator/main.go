@@ -1,8 +1,10 @@
-// Command kaas-operator is the Kubernetes operator for kaas Topic
+// Command kaas-operator is the Kubernetes operator for kaas Topic and User
 // resources (kaas.io/v1alpha1): it writes each resource's topic into the
 // desired state on the brokers' shared volume, reports the brokers'
 // progress in the resource's status, and deletes the topic when the
-// resource is deleted. It needs the volume mounted, not a running broker.
+// resource is deleted; it writes each User's SCRAM credential into the
+// credential files there, and deletes it with the resource. It needs the
+// volume mounted, not a running broker.
 //
 //	kaas-operator --data /var/lib/kaas --kubeconfig ~/.kube/config
 package main
@@ -92,6 +94,18 @@ func run(o options, log logr.Logger) error {
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the Topic controller: %w", err)
+	}
+	ur := &controller.UserReconciler{
+		Client:         mgr.GetClient(),
+		Secrets:        mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorder("kaas-operator"),
+		FS:             volume.OS(),
+		ClusterDir:     o.clusterDir,
+		RetryInterval:  o.pollInterval,
+		ResyncInterval: o.resync,
+	}
+	if err := ur.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the User controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

@@ -280,7 +280,22 @@ RBAC rules of the operator: Topics in the watched namespace(s).
 - apiGroups: ["kaas.io"]
   resources: ["topics/finalizers"]
   verbs: ["update"]
-# Events about Topics (and leader election).
+# User resources: the same.
+- apiGroups: ["kaas.io"]
+  resources: ["users"]
+  verbs: ["get", "list", "watch", "update", "patch"]
+- apiGroups: ["kaas.io"]
+  resources: ["users/status"]
+  verbs: ["get", "update", "patch"]
+- apiGroups: ["kaas.io"]
+  resources: ["users/finalizers"]
+  verbs: ["update"]
+# Secrets: the Users' passwords (watched, so a changed password is written
+# at once) and the ones generated for Users that name none.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create"]
+# Events about Topics and Users (and leader election).
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

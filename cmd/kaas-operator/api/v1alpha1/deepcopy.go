@@ -98,3 +98,75 @@ func (l *TopicList) DeepCopy() *TopicList {
 
 // DeepCopyObject implements runtime.Object.
 func (l *TopicList) DeepCopyObject() runtime.Object { return l.DeepCopy() }
+
+// DeepCopyInto copies u into out.
+func (u *User) DeepCopyInto(out *User) {
+	*out = *u
+	out.TypeMeta = u.TypeMeta
+	u.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if u.Spec.PasswordSecretRef != nil {
+		ref := *u.Spec.PasswordSecretRef
+		out.Spec.PasswordSecretRef = &ref
+	}
+	u.Status.DeepCopyInto(&out.Status)
+}
+
+// DeepCopyInto copies s into out.
+func (s *UserStatus) DeepCopyInto(out *UserStatus) {
+	*out = *s
+	if s.Conditions != nil {
+		out.Conditions = make([]metav1.Condition, len(s.Conditions))
+		for i := range s.Conditions {
+			s.Conditions[i].DeepCopyInto(&out.Conditions[i])
+		}
+	}
+}
+
+// DeepCopy returns a copy of s.
+func (s *UserStatus) DeepCopy() *UserStatus {
+	if s == nil {
+		return nil
+	}
+	out := new(UserStatus)
+	s.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopy returns a copy of u.
+func (u *User) DeepCopy() *User {
+	if u == nil {
+		return nil
+	}
+	out := new(User)
+	u.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (u *User) DeepCopyObject() runtime.Object { return u.DeepCopy() }
+
+// DeepCopyInto copies l into out.
+func (l *UserList) DeepCopyInto(out *UserList) {
+	*out = *l
+	out.TypeMeta = l.TypeMeta
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	if l.Items != nil {
+		out.Items = make([]User, len(l.Items))
+		for i := range l.Items {
+			l.Items[i].DeepCopyInto(&out.Items[i])
+		}
+	}
+}
+
+// DeepCopy returns a copy of l.
+func (l *UserList) DeepCopy() *UserList {
+	if l == nil {
+		return nil
+	}
+	out := new(UserList)
+	l.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *UserList) DeepCopyObject() runtime.Object { return l.DeepCopy() }

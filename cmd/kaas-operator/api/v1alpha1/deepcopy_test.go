@@ -32,3 +32,25 @@ func TestDeepCopySharesNothing(t *testing.T) {
 		t.Fatalf("changing the copy changed the original: %+v", list.Items[0])
 	}
 }
+
+// TestUserDeepCopySharesNothing: the same for User.
+func TestUserDeepCopySharesNothing(t *testing.T) {
+	orig := &User{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice", Finalizers: []string{UserFinalizer}},
+		Spec:       UserSpec{Mechanism: "SCRAM-SHA-256", PasswordSecretRef: &SecretKeyRef{Name: "s", Key: "k"}},
+		Status: UserStatus{SecretName: "s",
+			Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "CredentialWritten"}}},
+	}
+	list := &UserList{Items: []User{*orig}}
+	cp := list.DeepCopyObject().(*UserList)
+	if !reflect.DeepEqual(cp, list) {
+		t.Fatalf("copy differs: %+v", cp)
+	}
+	c := &cp.Items[0]
+	c.Finalizers[0] = "x"
+	c.Spec.PasswordSecretRef.Key = "other"
+	c.Status.Conditions[0].Reason = "SecretNotFound"
+	if !reflect.DeepEqual(list.Items[0], *orig) {
+		t.Fatalf("changing the copy changed the original: %+v", list.Items[0])
+	}
+}
