@@ -92,6 +92,7 @@ func runKfake(ctx context.Context, cfg config, logf func(string, ...any)) (*targ
 	// The fake cluster is always fresh, so always create the topic there.
 	kcfg := cfg
 	kcfg.CreateTopic = true
+	kcfg.Security = security{} // kfake serves plaintext only
 	return runTarget(ctx, kcfg, "kfake", c.ListenAddrs(), logf)
 }
 
@@ -104,7 +105,7 @@ func runTarget(ctx context.Context, cfg config, name string, seeds []string, log
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	admCl, err := kgo.NewClient(append(cfg.Security.clientOpts(), kgo.SeedBrokers(seeds...))...)
 	if err != nil {
 		return res, err
 	}
@@ -236,7 +237,7 @@ func logDelta(start, end map[int32]int64) int64 {
 }
 
 func producerOpts(cfg config, seeds []string) []kgo.Opt {
-	opts := []kgo.Opt{
+	opts := append(cfg.Security.clientOpts(),
 		kgo.SeedBrokers(seeds...),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.ProducerLinger(cfg.Linger),
@@ -244,7 +245,7 @@ func producerOpts(cfg config, seeds []string) []kgo.Opt {
 		kgo.ProducerBatchCompression(compressionCodecs[cfg.Compression]),
 		kgo.RecordDeliveryTimeout(cfg.Timeout),
 		kgo.MaxBufferedRecords(cfg.MaxBuffered),
-	}
+	)
 	switch cfg.Acks {
 	case "all":
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -385,10 +386,10 @@ func consume(ctx context.Context, cfg config, seeds []string, start, end map[int
 	if len(parts) == 0 {
 		return r, nil
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append(cfg.Security.clientOpts(),
 		kgo.SeedBrokers(seeds...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: parts}),
-	)
+	)...)
 	if err != nil {
 		return r, err
 	}
