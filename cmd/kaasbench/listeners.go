@@ -77,6 +77,20 @@ type listenerSummary struct {
 	SASLP50Ms            float64 `json:"sasl_login_p50_ms"`
 	ClientCPUMs          float64 `json:"client_cpu_ms_per_conn"`
 	BrokerCPUMs          float64 `json:"broker_cpu_ms_per_conn"`
+	// CPU milliseconds per MB of record values, by phase and process.
+	ProduceClientCPUPerMB float64 `json:"produce_client_cpu_ms_per_mb"`
+	ProduceBrokerCPUPerMB float64 `json:"produce_broker_cpu_ms_per_mb"`
+	ConsumeClientCPUPerMB float64 `json:"consume_client_cpu_ms_per_mb"`
+	ConsumeBrokerCPUPerMB float64 `json:"consume_broker_cpu_ms_per_mb"`
+}
+
+// cpuPerMB is CPU milliseconds per MB (10^6 bytes); ok is false when
+// either is missing.
+func cpuPerMB(seconds float64, bytes int64) (float64, bool) {
+	if seconds <= 0 || bytes <= 0 {
+		return 0, false
+	}
+	return seconds * 1e3 / (float64(bytes) / 1e6), true
 }
 
 // median is the median of vs (the mean of the middle two for an even
@@ -105,6 +119,11 @@ func summarizeListeners(ls []benchListener, runs []listenerRun) []listenerSummar
 				vals[k] = append(vals[k], v)
 			}
 		}
+		addCPU := func(k string, seconds float64, bytes int64) {
+			if v, ok := cpuPerMB(seconds, bytes); ok {
+				add(k, v, true)
+			}
+		}
 		rounds := 0
 		for _, r := range runs {
 			if r.Listener != l.Name {
@@ -114,10 +133,14 @@ func summarizeListeners(ls []benchListener, runs []listenerRun) []listenerSummar
 			if p := r.Load; p != nil && p.Produce != nil {
 				add("pmb", p.Produce.MBPerSec, true)
 				add("prec", p.Produce.RecordsPerSec, true)
+				addCPU("pccpu", p.Produce.CPU.ClientSeconds, p.Produce.Bytes)
+				addCPU("pbcpu", p.Produce.CPU.BrokerSeconds, p.Produce.Bytes)
 			}
 			if c := r.Load; c != nil && c.Consume != nil {
 				add("cmb", c.Consume.MBPerSec, true)
 				add("crec", c.Consume.RecordsPerSec, true)
+				addCPU("cccpu", c.Consume.CPU.ClientSeconds, c.Consume.Bytes)
+				addCPU("cbcpu", c.Consume.CPU.BrokerSeconds, c.Consume.Bytes)
 			}
 			if c := r.Connect; c != nil && c.Conns > 0 {
 				add("cps", c.ConnsPerSec, true)
@@ -134,9 +157,26 @@ func summarizeListeners(ls []benchListener, runs []listenerRun) []listenerSummar
 			ProduceMBPerSec: m("pmb"), ProduceRecordsPerSec: m("prec"),
 			ConsumeMBPerSec: m("cmb"), ConsumeRecordsPerSec: m("crec"),
 			ConnsPerSec: m("cps"), ConnectP50Ms: m("p50"), ConnectP99Ms: m("p99"),
-			TLSP50Ms: m("tls"), SASLP50Ms: m("sasl"), ClientCPUMs: m("ccpu"), BrokerCPUMs: m("bcpu")})
+			TLSP50Ms: m("tls"), SASLP50Ms: m("sasl"), ClientCPUMs: m("ccpu"), BrokerCPUMs: m("bcpu"),
+			ProduceClientCPUPerMB: m("pccpu"), ProduceBrokerCPUPerMB: m("pbcpu"),
+			ConsumeClientCPUPerMB: m("cccpu"), ConsumeBrokerCPUPerMB: m("cbcpu")})
 	}
 	return out
+}
+
+// cpuTable has one row per listener: median CPU milliseconds per MB of
+// record values produced and consumed, the clients' (this process) and the
+// broker's, with the broker's ratio to the baseline listener.
+func cpuTable(sum []listenerSummary, base int) table {
+	b := sum[base].Listener
+	t := table{header: []string{"listener", "produce client", "produce broker", "broker / " + b,
+		"consume client", "consume broker", "broker / " + b}}
+	for _, s := range sum {
+		t.rows = append(t.rows, []string{s.Listener,
+			cellOr(s.ProduceClientCPUPerMB, 2), cellOr(s.ProduceBrokerCPUPerMB, 2), fmtRatio(s.ProduceBrokerCPUPerMB, sum[base].ProduceBrokerCPUPerMB),
+			cellOr(s.ConsumeClientCPUPerMB, 2), cellOr(s.ConsumeBrokerCPUPerMB, 2), fmtRatio(s.ConsumeBrokerCPUPerMB, sum[base].ConsumeBrokerCPUPerMB)})
+	}
+	return t
 }
 
 // baseline is the index of the listener ratios are taken to: the first
@@ -265,6 +305,8 @@ func runListeners(ctx context.Context, cfg config, stdout, stderr io.Writer) int
 		fmt.Fprint(stdout, roundsTable(rep.Runs, cfg.Connect > 0).render())
 		fmt.Fprintf(stdout, "\nthroughput, medians over %d rounds\n", cfg.Rounds)
 		fmt.Fprint(stdout, throughputTable(rep.Summary, baseline(cfg.Listeners)).render())
+		fmt.Fprintf(stdout, "\nCPU ms per MB of record values, medians over %d rounds (broker: --broker-pid)\n", cfg.Rounds)
+		fmt.Fprint(stdout, cpuTable(rep.Summary, baseline(cfg.Listeners)).render())
 		if cfg.Connect > 0 {
 			fmt.Fprintf(stdout, "\nconnect (%d connections, %d at a time: handshake + ApiVersions + SASL login), medians over %d rounds\n",
 				cfg.Connect, cfg.ConnectParallel, cfg.Rounds)

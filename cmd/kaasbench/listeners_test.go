@@ -192,3 +192,30 @@ func TestListenersAgainstKfake(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestCPUPerMB: CPU milliseconds per MB of values, medians, and the
+// broker's ratio to the baseline.
+func TestCPUPerMB(t *testing.T) {
+	if v, ok := cpuPerMB(0.5, 100e6); !ok || v != 5 {
+		t.Fatalf("cpuPerMB = %v %v", v, ok)
+	}
+	if _, ok := cpuPerMB(0, 100e6); ok {
+		t.Fatal("no CPU measured, yet a figure")
+	}
+	ls := []benchListener{{Name: "PLAINTEXT", Protocol: "PLAINTEXT"}, {Name: "SSL", Protocol: "SSL"}}
+	run := func(name string, brokerSec float64) listenerRun {
+		r := loadRun(1, name, 1, 1)
+		r.Load.Produce.Bytes, r.Load.Produce.CPU = 200e6, phaseCPU{ClientSeconds: 0.2, BrokerSeconds: brokerSec}
+		r.Load.Consume.Bytes, r.Load.Consume.CPU = 200e6, phaseCPU{ClientSeconds: 0.4}
+		return r
+	}
+	sum := summarizeListeners(ls, []listenerRun{run("PLAINTEXT", 1), run("SSL", 1.5)})
+	if sum[1].ProduceBrokerCPUPerMB != 7.5 || sum[1].ProduceClientCPUPerMB != 1 || sum[1].ConsumeClientCPUPerMB != 2 ||
+		sum[1].ConsumeBrokerCPUPerMB != 0 {
+		t.Fatalf("summary %+v", sum[1])
+	}
+	lines := strings.Split(cpuTable(sum, 0).render(), "\n")
+	if f := strings.Fields(lines[3]); len(f) != 6 || f[0] != "SSL" || f[2] != "7.50" || f[3] != "1.50x" || f[5] != "-" {
+		t.Fatalf("cpu table row %q", lines[3])
+	}
+}

@@ -32,6 +32,15 @@
 //	                                 chunks, fsync after each, for ~2 s or
 //	                                 256 MiB per chunk size; the file is removed
 //
+//	--listeners NAME://HOST:PORT,...
+//	                                 instead of --brokers: listeners of one
+//	                                 broker, measured side by side in
+//	                                 interleaved --rounds, with --connect N
+//	                                 connections each (listeners.go)
+//
+// Security (security.go): --tls, --tls-ca-file, --tls-cert-file,
+// --tls-key-file, --sasl-mechanism, --sasl-user, --sasl-password.
+//
 // Load:
 //
 //	--topic NAME           topic (default kaasbench-<random>)
