@@ -1,9 +1,10 @@
 package main
 
 // --listeners: the same load against several listeners of one broker, side
-// by side. Each round runs every listener in the order given (A B C A B C
-// ...: on a shared machine, interleaving spreads outside load over all of
-// them), each a full load (produce, catch-up consume, count check) on the
+// by side. Each round runs every listener in turn, the order rotating by
+// one each round (A B C, B C A, C A B ...: on a shared machine,
+// interleaving spreads outside load over all of them, and rotating spreads
+// the place in the round), each a full load (produce, catch-up consume, count check) on the
 // same topic, then, with --connect N, the connect measurement (connect.go).
 // The tables give each round and the medians over the rounds, with ratios
 // to the PLAINTEXT listener (or the first one, if none is PLAINTEXT).
@@ -52,6 +53,16 @@ func parseBenchListeners(spec string, sec security) ([]benchListener, error) {
 		out = append(out, benchListener{Name: l.Name, Protocol: string(l.Protocol), Addr: l.Bind, sec: s})
 	}
 	return out, nil
+}
+
+// roundOrder is the order listeners run in round (from 1): the order
+// given, rotated by one more each round (A B C, B C A, C A B, A B C ...), so
+// that every listener takes every place in a round equally often over
+// rounds that are a multiple of their count; the first place of a round
+// measured lower on a shared machine.
+func roundOrder(ls []benchListener, round int) []benchListener {
+	k := (round - 1) % len(ls)
+	return append(slices.Clone(ls[k:]), ls[:k]...)
 }
 
 // listenerRun is one listener's measurement in one round.
@@ -259,7 +270,7 @@ func runListeners(ctx context.Context, cfg config, stdout, stderr io.Writer) int
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "kaasbench: "+format+"\n", a...) }
 	rep := listenersReport{Config: cfg}
 	for round := 1; round <= cfg.Rounds && ctx.Err() == nil; round++ {
-		for _, l := range cfg.Listeners {
+		for _, l := range roundOrder(cfg.Listeners, round) {
 			if ctx.Err() != nil {
 				break
 			}

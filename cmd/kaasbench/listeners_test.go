@@ -57,6 +57,22 @@ func TestParseListenersFlags(t *testing.T) {
 	}
 }
 
+func TestRoundOrder(t *testing.T) {
+	ls := []benchListener{{Name: "A"}, {Name: "B"}, {Name: "C"}}
+	for round, want := range map[int]string{1: "ABC", 2: "BCA", 3: "CAB", 4: "ABC", 5: "BCA"} {
+		got := ""
+		for _, l := range roundOrder(ls, round) {
+			got += l.Name
+		}
+		if got != want {
+			t.Errorf("round %d: %s, want %s", round, got, want)
+		}
+	}
+	if got := roundOrder(ls[:1], 7); len(got) != 1 || got[0].Name != "A" {
+		t.Errorf("one listener: %v", got)
+	}
+}
+
 func TestMedian(t *testing.T) {
 	for _, tt := range []struct {
 		in   []float64
@@ -165,10 +181,10 @@ func TestListenersAgainstKfake(t *testing.T) {
 	if !rep.OK || len(rep.Runs) != 6 || len(rep.Summary) != 3 {
 		t.Fatalf("report: %s", stdout.String())
 	}
-	order := []string{"PLAINTEXT", "SSL", "SASL_SSL"}
+	order := []string{"PLAINTEXT", "SSL", "SASL_SSL", "SSL", "SASL_SSL", "PLAINTEXT"}
 	for i, r := range rep.Runs {
-		if r.Listener != order[i%3] || r.Round != 1+i/3 {
-			t.Fatalf("run %d is %s round %d: not interleaved", i, r.Listener, r.Round)
+		if r.Listener != order[i] || r.Round != 1+i/3 {
+			t.Fatalf("run %d is %s round %d: not interleaved and rotated", i, r.Listener, r.Round)
 		}
 		if r.Load == nil || r.Load.Produce.Records != 600 || !r.Load.Consume.Verified {
 			t.Fatalf("run %d load: %+v", i, r.Load)

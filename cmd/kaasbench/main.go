@@ -345,7 +345,7 @@ func printConfig(w io.Writer, cfg config) {
 	add := func(k, v string) { t.rows = append(t.rows, []string{k, v}) }
 	add("targets", strings.Join(targets, "; "))
 	if len(cfg.Listeners) > 0 {
-		add("rounds", fmt.Sprintf("%d, every listener in turn in each", cfg.Rounds))
+		add("rounds", fmt.Sprintf("%d, every listener in turn in each, the order rotating by one each round", cfg.Rounds))
 		if cfg.Connect > 0 {
 			add("connect", fmt.Sprintf("%d connections per listener and round, %d at a time", cfg.Connect, cfg.ConnectParallel))
 		}
