@@ -226,7 +226,8 @@ var cutsPool = sync.Pool{New: func() any { return new([]fileCut) }}
 // the connection is a TCP socket (under TCP_CORK, so the small runs of
 // encoded fields between them do not leave as packets of their own);
 // the others are read into a buffer and written with the encoded bytes in
-// one writev. An error leaves a partial frame behind: the caller closes the
+// one writev. Without a TCP socket (TLS) it is all one buffer, one Write
+// (writeCopied). An error leaves a partial frame behind: the caller closes the
 // connection.
 func (c *conn) writePieces(buf []byte, cuts []fileCut) error {
 	total := int64(len(buf) - 4)
@@ -244,6 +245,9 @@ func (c *conn) writePieces(buf []byte, cuts []fileCut) error {
 		if raw, err := tc.SyscallConn(); err == nil {
 			rc = raw
 		}
+	}
+	if rc == nil {
+		return c.writeCopied(buf, cuts, int(total))
 	}
 	// Ranges copied through memory go to mat, sized up front so that the
 	// slices pend holds into it stay valid.
@@ -316,6 +320,33 @@ func (c *conn) writePieces(buf []byte, cuts []fileCut) error {
 		_ = setCork(rc, false)
 	}
 	return nil
+}
+
+// writeCopied writes a frame none of whose ranges can go out with
+// sendfile (a TLS connection, which encrypts in user space, or one without
+// a socket): the whole frame is laid out in one buffer and written with one
+// Write. Written piece by piece, each run of encoded fields between two
+// ranges would leave as a TLS record (and a write) of its own, a few dozen
+// bytes long; in one buffer every record but the last is full (see
+// BenchmarkWritePiecesTLS).
+func (c *conn) writeCopied(buf []byte, cuts []fileCut, total int) error {
+	fp := respBufPool.Get().(*[]byte)
+	defer respBufPool.Put(fp)
+	out := slices.Grow((*fp)[:0], 4+total)
+	prev := 0
+	for _, ct := range cuts {
+		out = append(out, buf[prev:ct.at]...)
+		prev = ct.at
+		at := len(out)
+		out = out[:at+ct.ref.Len]
+		if err := readFullAt(ct.ref.File, out[at:], ct.ref.Pos); err != nil {
+			return err
+		}
+	}
+	out = append(out, buf[prev:]...)
+	*fp = out[:0]
+	_, err := c.nc.Write(out)
+	return err
 }
 
 // canSendfile reports whether ref can go out with sendfile on rc.

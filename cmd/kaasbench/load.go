@@ -38,6 +38,30 @@ type produceResult struct {
 	RecordsPerSec float64        `json:"records_per_sec"`
 	MBPerSec      float64        `json:"mb_per_sec"`
 	Latency       latencySummary `json:"latency"`
+	CPU           phaseCPU       `json:"cpu"`
+}
+
+// phaseCPU is the CPU time a phase cost this process (the clients) and,
+// with --broker-pid, the broker; 0 when not measured.
+type phaseCPU struct {
+	ClientSeconds float64 `json:"client_seconds,omitempty"`
+	BrokerSeconds float64 `json:"broker_seconds,omitempty"`
+}
+
+// cpuSpan starts measuring CPU time; the function it returns ends it.
+func cpuSpan(brokerPID int) func() phaseCPU {
+	c0, cok := processCPU()
+	b0, bok := brokerCPU(brokerPID)
+	return func() phaseCPU {
+		var p phaseCPU
+		if c1, ok := processCPU(); ok && cok {
+			p.ClientSeconds = (c1 - c0).Seconds()
+		}
+		if b1, ok := brokerCPU(brokerPID); ok && bok {
+			p.BrokerSeconds = (b1 - b0).Seconds()
+		}
+		return p
+	}
 }
 
 type latencySummary struct {
@@ -64,14 +88,15 @@ func summarize(h *histogram) latencySummary {
 }
 
 type consumeResult struct {
-	Records       int64   `json:"records"`
-	Bytes         int64   `json:"bytes"`
-	Expected      int64   `json:"expected"`    // records acknowledged by the produce phase
-	LogRecords    int64   `json:"log_records"` // sum of end-start offsets over partitions
-	Seconds       float64 `json:"seconds"`
-	RecordsPerSec float64 `json:"records_per_sec"`
-	MBPerSec      float64 `json:"mb_per_sec"`
-	Verified      bool    `json:"verified"`
+	Records       int64    `json:"records"`
+	Bytes         int64    `json:"bytes"`
+	Expected      int64    `json:"expected"`    // records acknowledged by the produce phase
+	LogRecords    int64    `json:"log_records"` // sum of end-start offsets over partitions
+	Seconds       float64  `json:"seconds"`
+	RecordsPerSec float64  `json:"records_per_sec"`
+	MBPerSec      float64  `json:"mb_per_sec"`
+	Verified      bool     `json:"verified"`
+	CPU           phaseCPU `json:"cpu"`
 }
 
 func (t *targetResult) failf(format string, args ...any) {
@@ -92,6 +117,7 @@ func runKfake(ctx context.Context, cfg config, logf func(string, ...any)) (*targ
 	// The fake cluster is always fresh, so always create the topic there.
 	kcfg := cfg
 	kcfg.CreateTopic = true
+	kcfg.Security = security{} // kfake serves plaintext only
 	return runTarget(ctx, kcfg, "kfake", c.ListenAddrs(), logf)
 }
 
@@ -104,7 +130,7 @@ func runTarget(ctx context.Context, cfg config, name string, seeds []string, log
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	admCl, err := kgo.NewClient(append(cfg.Security.clientOpts(), kgo.SeedBrokers(seeds...))...)
 	if err != nil {
 		return res, err
 	}
@@ -131,8 +157,10 @@ func runTarget(ctx context.Context, cfg config, name string, seeds []string, log
 	}
 
 	logf("%s: producing %d records of %d bytes with %d producers", name, cfg.Records, cfg.RecordSize, cfg.Producers)
+	span := cpuSpan(cfg.BrokerPID)
 	pr, err := produce(ctx, cfg, seeds)
 	if pr != nil {
+		pr.CPU = span()
 		res.Produce = pr
 		if pr.Errors > 0 {
 			res.failf("%d produce errors (first: %s)", pr.Errors, pr.FirstError)
@@ -150,8 +178,10 @@ func runTarget(ctx context.Context, cfg config, name string, seeds []string, log
 		return res, err
 	}
 	logf("%s: consuming from the start", name)
+	span = cpuSpan(cfg.BrokerPID)
 	cr, err := consume(ctx, cfg, seeds, start, end)
 	if cr != nil {
+		cr.CPU = span()
 		cr.Expected = pr.Records
 		cr.Verified = cr.Records == pr.Records && cr.Bytes == pr.Bytes
 		res.Consume = cr
@@ -236,7 +266,7 @@ func logDelta(start, end map[int32]int64) int64 {
 }
 
 func producerOpts(cfg config, seeds []string) []kgo.Opt {
-	opts := []kgo.Opt{
+	opts := append(cfg.Security.clientOpts(),
 		kgo.SeedBrokers(seeds...),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.ProducerLinger(cfg.Linger),
@@ -244,7 +274,7 @@ func producerOpts(cfg config, seeds []string) []kgo.Opt {
 		kgo.ProducerBatchCompression(compressionCodecs[cfg.Compression]),
 		kgo.RecordDeliveryTimeout(cfg.Timeout),
 		kgo.MaxBufferedRecords(cfg.MaxBuffered),
-	}
+	)
 	switch cfg.Acks {
 	case "all":
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -385,10 +415,10 @@ func consume(ctx context.Context, cfg config, seeds []string, start, end map[int
 	if len(parts) == 0 {
 		return r, nil
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append(cfg.Security.clientOpts(),
 		kgo.SeedBrokers(seeds...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: parts}),
-	)
+	)...)
 	if err != nil {
 		return r, err
 	}

@@ -10,6 +10,7 @@
 //	kaasbench [flags]
 //	kaasbench commits [flags]   durable OffsetCommit throughput (commits.go)
 //	kaasbench txns [flags]      transactional produce throughput (txns.go)
+//	kaasbench --listeners ...   the same load on several listeners (listeners.go)
 //
 //	# kaas on loopback, compared with kfake and the disk kaas writes to
 //	kaasbench --brokers 127.0.0.1:9092 --kfake --disk /var/lib/kaas
@@ -30,6 +31,15 @@
 //	                                 bandwidth in DIR: 1 MiB then 64 KiB
 //	                                 chunks, fsync after each, for ~2 s or
 //	                                 256 MiB per chunk size; the file is removed
+//
+//	--listeners NAME://HOST:PORT,...
+//	                                 instead of --brokers: listeners of one
+//	                                 broker, measured side by side in
+//	                                 interleaved --rounds, with --connect N
+//	                                 connections each (listeners.go)
+//
+// Security (security.go): --tls, --tls-ca-file, --tls-cert-file,
+// --tls-key-file, --sasl-mechanism, --sasl-user, --sasl-password.
 //
 // Load:
 //
@@ -113,6 +123,13 @@ type config struct {
 	Duration      time.Duration `json:"duration_ns,omitempty"`
 	Timeout       time.Duration `json:"timeout_ns"`
 	JSON          bool          `json:"-"`
+
+	Security        security        `json:"security"`
+	Listeners       []benchListener `json:"listeners,omitempty"`
+	Rounds          int             `json:"rounds,omitempty"`
+	Connect         int             `json:"connect,omitempty"`
+	ConnectParallel int             `json:"connect_parallel,omitempty"`
+	BrokerPID       int             `json:"broker_pid,omitempty"`
 }
 
 // byteSize is a flag.Value for sizes like 1024, 64KiB, 1MiB, 1MB.
@@ -187,6 +204,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var (
 		cfg        config
 		brokers    string
+		listenSpec string
 		recordSize = byteSize(1024)
 		batchMax   = byteSize(1 << 20)
 		idem       bool
@@ -212,8 +230,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Duration, "duration", 0, "optional cap on the produce phase (0 = none)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "hard cap on each target's run")
 	fs.BoolVar(&cfg.JSON, "json", false, "print results as JSON")
+	cfg.Security.register(fs)
+	fs.StringVar(&listenSpec, "listeners", "", "instead of --brokers: NAME://HOST:PORT,... listeners of one broker (NAME a security protocol) to run the same load against, side by side")
+	fs.IntVar(&cfg.Rounds, "rounds", 1, "with --listeners: rounds, each running every listener in turn; tables give the medians")
+	fs.IntVar(&cfg.Connect, "connect", 0, "with --listeners: also open this many connections per listener and round (handshake + ApiVersions + SASL login each)")
+	fs.IntVar(&cfg.ConnectParallel, "connect-parallel", 4, "connections opened at a time by --connect")
+	fs.IntVar(&cfg.BrokerPID, "broker-pid", 0, "with --connect: the broker's process id, to read its CPU time per connection (Linux)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: kaasbench [--brokers 127.0.0.1:9092] [--kfake] [--disk DIR] [flags]")
+		fmt.Fprintln(fs.Output(), "usage: kaasbench [--brokers 127.0.0.1:9092 | --listeners PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093] [--kfake] [--disk DIR] [flags]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -252,8 +276,24 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	})
 
-	if len(cfg.Brokers) == 0 && !cfg.Kfake && cfg.Disk == "" {
-		errs = append(errs, errors.New("nothing to do: give --brokers, --kfake and/or --disk"))
+	if err := cfg.Security.prepare(); err != nil {
+		errs = append(errs, err)
+	} else if listenSpec != "" {
+		if cfg.Listeners, err = parseBenchListeners(listenSpec, cfg.Security); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if listenSpec != "" && (len(cfg.Brokers) > 0 || cfg.Kfake || cfg.Disk != "") {
+		errs = append(errs, errors.New("--listeners goes without --brokers, --kfake and --disk"))
+	}
+	if listenSpec == "" && (cfg.Connect > 0 || cfg.Rounds != 1) {
+		errs = append(errs, errors.New("--rounds and --connect need --listeners"))
+	}
+	if cfg.Rounds < 1 || cfg.Connect < 0 || cfg.ConnectParallel < 1 {
+		errs = append(errs, errors.New("--rounds and --connect-parallel must be >= 1, --connect >= 0"))
+	}
+	if len(cfg.Brokers) == 0 && !cfg.Kfake && cfg.Disk == "" && listenSpec == "" {
+		errs = append(errs, errors.New("nothing to do: give --brokers, --listeners, --kfake and/or --disk"))
 	}
 	if cfg.Idempotent && cfg.Acks != "all" {
 		errs = append(errs, errors.New("--idempotent requires --acks=all"))
@@ -285,7 +325,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 func printConfig(w io.Writer, cfg config) {
 	var targets []string
 	if len(cfg.Brokers) > 0 {
-		targets = append(targets, "kaas "+strings.Join(cfg.Brokers, ","))
+		targets = append(targets, "kaas "+strings.Join(cfg.Brokers, ",")+" ("+cfg.Security.describe()+")")
+	}
+	for _, l := range cfg.Listeners {
+		targets = append(targets, fmt.Sprintf("%s %s (%s)", l.Name, l.Addr, l.sec.describe()))
 	}
 	if cfg.Kfake {
 		targets = append(targets, "kfake (in-process, 1 broker, 127.0.0.1)")
@@ -301,7 +344,13 @@ func printConfig(w io.Writer, cfg config) {
 	t := table{header: []string{"setting", "value"}, left: 2}
 	add := func(k, v string) { t.rows = append(t.rows, []string{k, v}) }
 	add("targets", strings.Join(targets, "; "))
-	if len(cfg.Brokers) > 0 || cfg.Kfake {
+	if len(cfg.Listeners) > 0 {
+		add("rounds", fmt.Sprintf("%d, every listener in turn in each, the order rotating by one each round", cfg.Rounds))
+		if cfg.Connect > 0 {
+			add("connect", fmt.Sprintf("%d connections per listener and round, %d at a time", cfg.Connect, cfg.ConnectParallel))
+		}
+	}
+	if len(cfg.Brokers) > 0 || cfg.Kfake || len(cfg.Listeners) > 0 {
 		add("topic", fmt.Sprintf("%s (%d partitions, create=%t)", cfg.Topic, cfg.Partitions, cfg.CreateTopic))
 		add("records", fmt.Sprintf("%d x %d B = %.1f MB", cfg.Records, cfg.RecordSize, float64(cfg.Records)*float64(cfg.RecordSize)/1e6))
 		add("producers", fmt.Sprintf("%d clients, acks=%s, idempotent=%t, linger=%s, batch-max-bytes=%s, max-buffered-records=%d, compression=%s",
@@ -400,6 +449,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "kaasbench: "+format+"\n", a...) }
 	if !cfg.JSON {
 		printConfig(stdout, cfg)
+	}
+	if len(cfg.Listeners) > 0 {
+		return runListeners(ctx, cfg, stdout, stderr)
 	}
 
 	rep := report{Config: cfg}
