@@ -7,7 +7,8 @@ package wire
 //   controller named is where the client should send controller requests:
 //   for a client that names its zone (client.id containing kaas_az=<zone>)
 //   a live broker in that zone, else the elected controller (-1 while none
-//   is known). Any kaas broker serves controller requests.
+//   is known). Any kaas broker serves controller requests, so a controller
+//   without the client's listener is not named: the answering broker is.
 // * Each partition's leader, sole replica and sole in-sync replica is its
 //   assigned owner, with the assigned leader epoch. A partition whose owner
 //   is not live or does not serve it yet (opening, recovering) has no
@@ -50,7 +51,8 @@ func handleMetadata(c *conn, kreq kmsg.Request, r *reply) {
 
 func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone string, l *Listener) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	for _, bi := range l.brokers(s.eng) {
+	brokers := l.brokers(s.eng)
+	for _, bi := range brokers {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port = bi.ID, bi.Host, bi.Port
 		rack := bi.Zone
@@ -64,7 +66,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 	}
 	cid := s.eng.ClusterID()
 	resp.ClusterID = &cid
-	resp.ControllerID = s.eng.ControllerFor(zone)
+	resp.ControllerID = l.controller(s.eng, zone, brokers)
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {

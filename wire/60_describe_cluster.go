@@ -28,8 +28,9 @@ func handleDescribeCluster(c *conn, kreq kmsg.Request, r *reply) {
 	}
 	resp.EndpointType = 1
 	resp.ClusterID = c.s.eng.ClusterID()
-	resp.ControllerID = c.s.eng.ControllerFor(r.zone)
-	for _, bi := range c.listener.brokers(c.s.eng) {
+	brokers := c.listener.brokers(c.s.eng)
+	resp.ControllerID = c.listener.controller(c.s.eng, r.zone, brokers)
+	for _, bi := range brokers {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port = bi.ID, bi.Host, bi.Port
 		rack := bi.Zone

@@ -72,6 +72,28 @@ func (l *Listener) brokers(eng *engine.Engine) []engine.BrokerInfo {
 	return bs
 }
 
+// controller is the controller Metadata and DescribeCluster name to the
+// clients of this listener, whose brokers are bs: one they can reach. An
+// elected controller without this listener (listeners that differ between
+// brokers, as in a rolling change of them) is not named; this broker is
+// instead, since any kaas broker serves controller requests.
+func (l *Listener) controller(eng *engine.Engine, zone string, bs []engine.BrokerInfo) int32 {
+	id := eng.ControllerFor(zone)
+	if id < 0 {
+		return id
+	}
+	self := int32(-1)
+	for _, b := range bs {
+		if b.ID == id {
+			return id
+		}
+		if b.Self {
+			self = b.ID
+		}
+	}
+	return self
+}
+
 // address is where a client of this listener reaches broker b.
 func (l *Listener) address(eng *engine.Engine, b engine.BrokerInfo) (string, int32) {
 	if b.Self {
