@@ -1,11 +1,13 @@
 package specs
 
-// Issue 17, acceptance 1 and the refusals: one broker with SASL_SSL, SSL
-// (mTLS required) and PLAINTEXT listeners serves a user created offline by
-// kaasctl users set and one created by AlterUserScramCredentials, over
-// PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and OAUTHBEARER tokens; it
-// refuses what Kafka refuses, each with Kafka's error, and serves other
-// clients afterwards; its certificate rotates under load.
+// Issue 17, acceptance 1 and the refusals: one broker whose only listeners
+// are SASL_SSL and SSL (mTLS required; brokers reach each other over
+// SASL_SSL as a broker user) serves a user created offline by kaasctl
+// users set and one created by AlterUserScramCredentials, over PLAIN,
+// SCRAM-SHA-256 and SCRAM-SHA-512, and OAUTHBEARER tokens; it refuses what
+// Kafka refuses, each with Kafka's error, and serves other clients
+// afterwards; its certificate rotates under load. A second broker of the
+// cluster adds a PLAINTEXT listener, for the TLS client that dials it.
 
 import (
 	"context"
@@ -35,6 +37,7 @@ import (
 var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 	const (
 		ctlUser, ctlPassword     = "ctl-user", "ctl-password-1"
+		brokerUser               = "kaas-broker"
 		adminUser, adminPassword = "api-user", "api-password-2"
 		issuer, audience         = "https://issuer.kaas.test", "kaas"
 	)
@@ -49,7 +52,7 @@ var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 		scram512          func(user, pass string) sasl.Mechanism
 		brokerUnaffected  func()
 		mechanisms        map[string]func(user, pass string) sasl.Mechanism
-		plaintextAddr     string
+		adm               *kadm.Client
 		brokerArgs        func(plainAddr, saslAddr, sslAddr string) []string
 	)
 
@@ -73,21 +76,31 @@ var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(out).To(ContainSubstring(m))
 		}
+		By("creating the brokers' own user, " + brokerUser + ", the same way")
+		brokerPwFile := filepath.Join(tlsDir, "broker-password")
+		Expect(os.WriteFile(brokerPwFile, []byte("broker-password-0\n"), 0o600)).To(Succeed())
+		_, err := Kaasctl(ctx, "users", "set", brokerUser, "--mechanism", "SCRAM-SHA-512", "--password-file", brokerPwFile, "--data", data)
+		Expect(err).NotTo(HaveOccurred())
 
 		saslAddr, sslAddr = freeAddr(), freeAddr()
-		// The inter-broker listener is PLAINTEXT only so far, so the broker
-		// keeps one (the harness's address, which its admin client uses).
+		// plainAddr, when not empty, adds a PLAINTEXT listener. The admin
+		// address serves pprof for the goroutine count of the flood below.
 		brokerArgs = func(plainAddr, saslAddr, sslAddr string) []string {
+			ls := "SASL_SSL://" + saslAddr + ",SSL://" + sslAddr
+			if plainAddr != "" {
+				ls += ",PLAINTEXT://" + plainAddr
+			}
 			return []string{
-				"--listeners", "SASL_SSL://" + saslAddr + ",SSL://" + sslAddr + ",PLAINTEXT://" + plainAddr,
+				"--listeners", ls, "--admin-pprof",
+				"--inter-broker-listener", "SASL_SSL", "--inter-broker-username", brokerUser,
+				"--inter-broker-password-file", brokerPwFile,
 				"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-client-ca-file", caFile,
 				"--tls-client-auth", "required",
 				"--sasl-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
 				"--oauth-jwks-file", jwks, "--oauth-issuer", issuer, "--oauth-audience", audience}
 		}
 		b = StartBroker(data, func(b *Broker) {
-			plaintextAddr = b.Addr
-			b.ExtraArgs = append(b.ExtraArgs, brokerArgs(b.Addr, saslAddr, sslAddr)...)
+			b.ExtraArgs = append(b.ExtraArgs, brokerArgs("", saslAddr, sslAddr)...)
 		})
 
 		scram512 = func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha512Mechanism() }
@@ -96,6 +109,7 @@ var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 			"SCRAM-SHA-256": func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha256Mechanism() },
 			"SCRAM-SHA-512": scram512,
 		}
+		adm = kadm.NewClient(newSecureClient(saslAddr, trustCA, kgo.SASL(scram512(ctlUser, ctlPassword))))
 		brokerUnaffected = func() {
 			GinkgoHelper()
 			By("checking another client still produces and consumes")
@@ -105,7 +119,6 @@ var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 	})
 
 	It("serves a user from kaasctl users set and one from AlterUserScramCredentials over PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512", func() {
-		adm := NewAdmin(b)
 		By("creating " + adminUser + " with AlterUserScramCredentials, one mechanism a request as Kafka requires")
 		for _, m := range []kadm.ScramMechanism{kadm.ScramSha512, kadm.ScramSha256} {
 			altered, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: adminUser, Mechanism: m, Iterations: 8192, Password: adminPassword}})
@@ -114,7 +127,8 @@ var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 		}
 		described, err := adm.DescribeUserSCRAMs(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(described).To(HaveLen(2))
+		Expect(described).To(HaveLen(3))
+		Expect(described[brokerUser].CredInfos).To(HaveLen(1), "the broker user's credentials")
 		for _, u := range []string{ctlUser, adminUser} {
 			Expect(described[u].Err).NotTo(HaveOccurred())
 			Expect(described[u].CredInfos).To(HaveLen(2), "%s's credentials", u)
@@ -159,7 +173,7 @@ var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 		brokerUnaffected()
 	})
 
-	It("closes a plaintext client on a TLS listener and a TLS client on a plaintext listener", func() {
+	It("closes a plaintext client on a TLS listener", func() {
 		for _, addr := range []string{saslAddr, sslAddr} {
 			By("sending ApiVersions in plaintext to the TLS listener " + addr)
 			c, err := dialRaw(addr, nil)
@@ -171,9 +185,6 @@ var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 			Expect(c.waitClosed(10*time.Second)).To(BeTrue(), "connection left open")
 			c.close()
 		}
-		By("opening TLS to the PLAINTEXT listener")
-		_, err := dialRaw(plaintextAddr, trustCA)
-		Expect(err).To(HaveOccurred(), "a plaintext listener completed a TLS handshake")
 		brokerUnaffected()
 	})
 
@@ -279,14 +290,14 @@ var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 	})
 
 	// Last, as a second broker on the volume moves work around.
-	It("serves a credential altered through one broker on another broker of the cluster", func() {
+	It("serves a credential altered through one broker on another broker of the cluster, and closes a TLS client on that broker's PLAINTEXT listener", func() {
 		const user, password = "late-user", "late-password-3"
 		saslAddr2 := freeAddr()
 		b2 := StartBroker(b.Dir, WithBrokerID(2), func(b2 *Broker) {
 			b2.ExtraArgs = append(b2.ExtraArgs, brokerArgs(b2.Addr, saslAddr2, freeAddr())...)
 		})
 		By("creating " + user + " through broker 1")
-		altered, err := NewAdmin(b).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: kadm.ScramSha512, Iterations: 4096, Password: password}})
+		altered, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: kadm.ScramSha512, Iterations: 4096, Password: password}})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(altered[user].Err).NotTo(HaveOccurred())
 		By("authenticating as " + user + " on broker 2")
@@ -297,5 +308,11 @@ var _ = Describe("secure listeners", Label("security"), Ordered, func() {
 		Expect(deleted[user].Err).NotTo(HaveOccurred())
 		err = newSecureClient(saslAddr, trustCA, kgo.SASL(scram512(user, password))).Ping(ctx)
 		Expect(errors.Is(err, kerr.SaslAuthenticationFailed)).To(BeTrue(), "a deleted user: %v", err)
+
+		By("opening TLS to broker 2's PLAINTEXT listener")
+		_, err = dialRaw(b2.Addr, trustCA)
+		Expect(err).To(HaveOccurred(), "a plaintext listener completed a TLS handshake")
+		Expect(NewAdmin(b2).BrokerMetadata(ctx)).Error().NotTo(HaveOccurred(), "broker 2's PLAINTEXT listener after the TLS client")
+		brokerUnaffected()
 	})
 })
