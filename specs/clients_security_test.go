@@ -329,28 +329,7 @@ func runFranzSecure(ctx context.Context, s *secureBroker, l secureListener, topi
 	Expect(prod.ProduceSync(ctx, rs...).FirstErr()).To(Succeed(), "franz-go ProduceSync")
 	prod.Close()
 
-	cl, err := kgo.NewClient(append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(groupSession), kgo.HeartbeatInterval(groupHeartbeat),
-		kgo.FetchMaxWait(200*time.Millisecond))...)
-	Expect(err).NotTo(HaveOccurred())
-	defer cl.Close()
-	var buf []string
-	got := collect(ctx, secureRecords, func(ctx context.Context) (string, error) {
-		for len(buf) == 0 {
-			fs := cl.PollFetches(ctx)
-			if err := fs.Err0(); err != nil {
-				return "", err
-			}
-			fs.EachRecord(func(r *kgo.Record) { buf = append(buf, string(r.Value)) })
-		}
-		v := buf[0]
-		buf = buf[1:]
-		return v, nil
-	})
-	Expect(cl.CommitUncommittedOffsets(ctx)).To(Succeed(), "franz-go CommitUncommittedOffsets")
-	cl.Close() // leaves the group
-	return append(got, buf...)
+	return runFranzGroupWith(ctx, opts, group, topic, secureRecords)
 }
 
 // saramaSCRAM is sarama's SCRAM client, made of kafka-go's SCRAM-SHA-512

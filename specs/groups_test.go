@@ -51,7 +51,15 @@ func collect(ctx context.Context, want int, next func(context.Context) (string, 
 
 func runFranzGroup(ctx context.Context, b *Broker, group, topic string, want int) []string {
 	GinkgoHelper()
-	cl, err := kgo.NewClient(append(clientOpts(b),
+	return runFranzGroupWith(ctx, clientOpts(b), group, topic, want)
+}
+
+// runFranzGroupWith consumes topic as a franz-go member of group, through a
+// client made with opts, until it has want distinct values; it commits
+// and leaves.
+func runFranzGroupWith(ctx context.Context, opts []kgo.Opt, group, topic string, want int) []string {
+	GinkgoHelper()
+	cl, err := kgo.NewClient(append(opts,
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),

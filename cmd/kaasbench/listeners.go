@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -304,14 +303,7 @@ func runListeners(ctx context.Context, cfg config, stdout, stderr io.Writer) int
 	}
 	rep.OK = len(rep.Failure) == 0
 	rep.Summary = summarizeListeners(cfg.Listeners, rep.Runs)
-	if cfg.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintln(stderr, "kaasbench:", err)
-			return 1
-		}
-	} else {
+	return printReport(stdout, stderr, cfg.JSON, rep, rep.Failure, func() {
 		fmt.Fprintln(stdout, "each round")
 		fmt.Fprint(stdout, roundsTable(rep.Runs, cfg.Connect > 0).render())
 		fmt.Fprintf(stdout, "\nthroughput, medians over %d rounds\n", cfg.Rounds)
@@ -323,19 +315,5 @@ func runListeners(ctx context.Context, cfg config, stdout, stderr io.Writer) int
 				cfg.Connect, cfg.ConnectParallel, cfg.Rounds)
 			fmt.Fprint(stdout, connectTable(rep.Summary).render())
 		}
-		if rep.OK {
-			fmt.Fprintln(stdout, "\nresult: OK")
-		}
-	}
-	if !rep.OK {
-		fmt.Fprintln(stderr, "")
-		for _, f := range rep.Failure {
-			fmt.Fprintln(stderr, "kaasbench: FAIL:", f)
-		}
-		if !cfg.JSON {
-			fmt.Fprintf(stdout, "\nresult: FAILED (%d problems, see stderr)\n", len(rep.Failure))
-		}
-		return 1
-	}
-	return 0
+	})
 }

@@ -495,30 +495,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep.OK = len(rep.Failure) == 0
 	rep.Ratios = ratios(rep.Kaas, rep.Kfake, rep.Disk)
 
-	if cfg.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintln(stderr, "kaasbench:", err)
-			return 1
-		}
-	} else {
+	return printReport(stdout, stderr, cfg.JSON, rep, rep.Failure, func() {
 		fmt.Fprint(stdout, buildTable(rep.Kaas, rep.Kfake, rep.Disk).render())
-		if rep.OK {
-			fmt.Fprintln(stdout, "\nresult: OK")
-		}
-	}
-	if !rep.OK {
-		fmt.Fprintln(stderr, "")
-		for _, f := range rep.Failure {
-			fmt.Fprintln(stderr, "kaasbench: FAIL:", f)
-		}
-		if !cfg.JSON {
-			fmt.Fprintf(stdout, "\nresult: FAILED (%d problems, see stderr)\n", len(rep.Failure))
-		}
-		return 1
-	}
-	return 0
+	})
 }
 
 func main() {
@@ -537,4 +516,33 @@ func splitBrokers(list string) []string {
 		}
 	}
 	return out
+}
+
+// printReport writes rep as JSON, or the tables tables prints, and then
+// the failures; it returns the exit code: 0 if nothing failed.
+func printReport(stdout, stderr io.Writer, asJSON bool, rep any, failures []string, tables func()) int {
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintln(stderr, "kaasbench:", err)
+			return 1
+		}
+	} else {
+		tables()
+		if len(failures) == 0 {
+			fmt.Fprintln(stdout, "\nresult: OK")
+		}
+	}
+	if len(failures) == 0 {
+		return 0
+	}
+	fmt.Fprintln(stderr, "")
+	for _, f := range failures {
+		fmt.Fprintln(stderr, "kaasbench: FAIL:", f)
+	}
+	if !asJSON {
+		fmt.Fprintf(stdout, "\nresult: FAILED (%d problems, see stderr)\n", len(failures))
+	}
+	return 1
 }
