@@ -97,13 +97,17 @@ func (r *TopicReconciler) after(q topicstate.Requeue) time.Duration {
 	return 0
 }
 
-// retryOnConflict treats a stale read (the resource changed meanwhile) as
-// routine: look again soon, without an error in the log. A resource gone
-// meanwhile needs nothing.
 func (r *TopicReconciler) retryOnConflict(err error) (ctrl.Result, error) {
+	return retryOnConflict(err, r.PollInterval)
+}
+
+// retryOnConflict treats a stale read (the resource changed meanwhile) as
+// routine: look again after soon, without an error in the log. A resource
+// gone meanwhile needs nothing.
+func retryOnConflict(err error, soon time.Duration) (ctrl.Result, error) {
 	switch {
 	case apierrors.IsConflict(err):
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		return ctrl.Result{RequeueAfter: soon}, nil
 	case apierrors.IsNotFound(err):
 		return ctrl.Result{}, nil
 	}

@@ -303,13 +303,6 @@ func (r *UserReconciler) event(u *v1alpha1.User, typ, reason, action, note strin
 	}
 }
 
-// retryOnConflict: as TopicReconciler's.
 func (r *UserReconciler) retryOnConflict(err error) (ctrl.Result, error) {
-	switch {
-	case apierrors.IsConflict(err):
-		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
-	case apierrors.IsNotFound(err):
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{}, err
+	return retryOnConflict(err, r.RetryInterval)
 }
