@@ -51,7 +51,15 @@ func secureAdmin(t *testing.T, token string) (srv *httptest.Server, caFile strin
 	return srv, caFile
 }
 
+// clearAdminEnv keeps the caller's KAAS_ADMIN_* out of a test's flags.
+func clearAdminEnv(t *testing.T) {
+	for _, v := range []string{"KAAS_ADMIN_CA_FILE", "KAAS_ADMIN_SERVER_NAME", "KAAS_ADMIN_TOKEN_FILE"} {
+		t.Setenv(v, "")
+	}
+}
+
 func TestAdminOverTLSWithAToken(t *testing.T) {
+	clearAdminEnv(t)
 	const token = "s3cret-token"
 	srv, caFile := secureAdmin(t, token)
 	dir := t.TempDir()
@@ -76,6 +84,7 @@ func TestAdminOverTLSWithAToken(t *testing.T) {
 		args    []string
 		wantErr string // empty: the table is printed
 	}{
+		{"CA and token from the environment", nil, ""},
 		{"CA and token", []string{"--admin", srv.URL, "--admin-ca-file", caFile, "--admin-token-file", tokenFile}, ""},
 		{"server name of the certificate", []string{"--admin", srv.URL, "--admin-ca-file", caFile, "--admin-token-file", tokenFile,
 			"--admin-server-name", "127.0.0.1"}, ""},
@@ -93,8 +102,14 @@ func TestAdminOverTLSWithAToken(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if args == nil {
+				t.Setenv("KAAS_ADMIN_CA_FILE", caFile)
+				t.Setenv("KAAS_ADMIN_TOKEN_FILE", tokenFile)
+				args = []string{"--admin", srv.URL}
+			}
 			var out bytes.Buffer
-			err := run(append([]string{"reconcile-status"}, c.args...), &out)
+			err := run(append([]string{"reconcile-status"}, args...), &out)
 			if c.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -114,6 +129,7 @@ func TestAdminOverTLSWithAToken(t *testing.T) {
 // TestAdminTokenOverPlainHTTP: the token goes over http:// too (a
 // port-forward to 127.0.0.1 is the usual way in).
 func TestAdminTokenOverPlainHTTP(t *testing.T) {
+	clearAdminEnv(t)
 	var got string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Get("Authorization")
