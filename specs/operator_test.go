@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -359,8 +360,6 @@ var _ = Describe("Topic resources on a real API server", Ordered, Label("k8s", "
 
 		By("values that cannot work are refused at render time")
 		for _, c := range []struct{ set, says string }{
-			{"broker.listeners[0].name=TLS,broker.listeners[0].port=9093,broker.listeners[0].protocol=SSL,broker.interBrokerListener=TLS",
-				"PLAINTEXT only"},
 			{"broker.listeners[0].name=PLAINTEXT,broker.listeners[0].port=9092,broker.listeners[0].protocol=PLAINTEXT," +
 				"broker.listeners[1].name=SSL,broker.listeners[1].port=9093,broker.listeners[1].protocol=SSL", "needs tls.secretName"},
 			{"broker.listeners[0].name=PLAINTEXT,broker.listeners[0].port=9644,broker.listeners[0].protocol=PLAINTEXT", "used twice"},
@@ -372,7 +371,103 @@ var _ = Describe("Topic resources on a real API server", Ordered, Label("k8s", "
 			Expect(helmTemplateRefused(ctx, "--set", c.set)).To(ContainSubstring(c.says), "--set %s", c.set)
 		}
 	})
+
+	It("renders brokers that reach each other over SASL_SSL, which the API server accepts, and refuses a SASL inter-broker listener without a credential", func(ctx SpecContext) {
+		if err := k8s.Create(ctx, certificateCRD()); err != nil && !apierrors.IsAlreadyExists(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(func() error {
+			return k8s.List(ctx, certificateList(), client.InNamespace("default"))
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the Certificate CRD is not served")
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kaas-ib"}})).To(Succeed())
+		values := filepath.Join(GinkgoT().TempDir(), "interbroker.yaml")
+		Expect(os.WriteFile(values, []byte(interBrokerValues), 0o600)).To(Succeed())
+		objs := decodeManifests(helmTemplate(ctx, "--namespace", "kaas-ib", "-f", values))
+
+		var sts, cert *unstructured.Unstructured
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "StatefulSet":
+				sts = o
+			case "Certificate":
+				cert = o
+			}
+		}
+		Expect(sts).NotTo(BeNil())
+		Expect(cert).NotTo(BeNil())
+		usages, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "usages")
+		Expect(usages).To(ContainElements("server auth", "client auth"), "a broker's certificate authenticates it to the others too")
+		containers, _, _ := unstructured.NestedSlice(sts.Object, "spec", "template", "spec", "containers")
+		broker := containers[0].(map[string]any)
+		env := map[string]string{}
+		for _, e := range broker["env"].([]any) {
+			m := e.(map[string]any)
+			v, _ := m["value"].(string)
+			env[m["name"].(string)] = v
+		}
+		Expect(env).To(HaveKeyWithValue("KAAS_INTER_BROKER_LISTENER", "BROKERS"))
+		Expect(env).To(HaveKeyWithValue("KAAS_LISTENER_SECURITY_PROTOCOL_MAP", "BROKERS:SASL_SSL,CLIENTS:SSL"))
+		Expect(env).To(HaveKeyWithValue("KAAS_INTER_BROKER_TLS_CA_FILE", "/etc/kaas/tls/ca.crt"))
+		Expect(env).To(HaveKeyWithValue("KAAS_SUPER_USERS", "User:ops;User:admin"))
+		Expect(env).To(HaveKeyWithValue("KAAS_TLS_CLIENT_AUTH", "required"))
+		Expect(env).To(HaveKey("BROKER_CREDENTIAL_USERNAME"))
+		Expect(broker["args"]).To(ContainElements(
+			"--inter-broker-sasl-mechanism=SCRAM-SHA-256",
+			"--inter-broker-username=$(BROKER_CREDENTIAL_USERNAME)",
+			"--inter-broker-password-file=/etc/kaas/broker-credential/pass"))
+		var mounts []string
+		for _, m := range broker["volumeMounts"].([]any) {
+			mounts = append(mounts, m.(map[string]any)["mountPath"].(string))
+		}
+		Expect(mounts).To(ContainElements("/etc/kaas/tls", "/etc/kaas/broker-credential"))
+
+		Expect(dryRunApply(ctx, k8s, "kaas-ib", objs)).To(BeEmpty(), "objects the API server refused")
+
+		By("an SSL inter-broker listener with client certificates names the broker by the certificate's CN")
+		objs = decodeManifests(helmTemplate(ctx, "--namespace", "kaas-ib", "-f", values, "--set", "broker.interBrokerListener=CLIENTS"))
+		for _, o := range objs {
+			if o.GetKind() == "Certificate" {
+				cn, _, _ := unstructured.NestedString(o.Object, "spec", "commonName")
+				Expect(cn).To(Equal("kaas-broker"))
+			}
+		}
+		Expect(dryRunApply(ctx, k8s, "kaas-ib", objs)).To(BeEmpty(), "objects the API server refused")
+
+		By("a SASL inter-broker listener without the brokers' credential, or with a mechanism no listener offers, is refused")
+		for _, c := range []struct{ set, says string }{
+			{"broker.interBrokerCredential.secretName=", "BROKERS is SASL_SSL: it needs broker.interBrokerCredential.secretName"},
+			{"broker.interBrokerCredential.mechanism=PLAIN", "is not one of broker.sasl.mechanisms"},
+			{"broker.superUsers=ops", "superUsers"},
+		} {
+			Expect(helmTemplateRefused(ctx, "-f", values, "--set", c.set)).To(ContainSubstring(c.says), "--set %s", c.set)
+		}
+		Expect(helmTemplateRefused(ctx, "--set", "broker.listeners[0].name=SASL_PLAINTEXT,broker.listeners[0].port=9092,"+
+			"broker.listeners[0].protocol=SASL_PLAINTEXT,broker.interBrokerListener=SASL_PLAINTEXT")).
+			To(ContainSubstring("SASL_PLAINTEXT is SASL_PLAINTEXT: it needs broker.interBrokerCredential.secretName"))
+	})
 })
+
+// interBrokerValues: brokers reach each other over SASL_SSL with their own
+// SCRAM credential; clients use SSL with certificates.
+const interBrokerValues = `
+broker:
+  listeners:
+    - {name: BROKERS, port: 9092, protocol: SASL_SSL}
+    - {name: CLIENTS, port: 9093, protocol: SSL}
+  interBrokerListener: BROKERS
+  sasl:
+    mechanisms: SCRAM-SHA-512,SCRAM-SHA-256
+  interBrokerCredential:
+    secretName: kaas-broker-credential
+    passwordKey: pass
+    mechanism: SCRAM-SHA-256
+  superUsers: "User:ops;User:admin"
+tls:
+  clientAuth: required
+  certManager:
+    enabled: true
+    issuerRef: {name: kaas-ca}
+`
 
 // secureValues turn on every security value of the chart.
 const secureValues = `

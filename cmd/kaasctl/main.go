@@ -5,6 +5,7 @@
 //	kaasctl reconcile-status --admin http://127.0.0.1:9644
 //	kaasctl topics [list] --data ./kaas-data
 //	kaasctl topics describe NAME --admin http://127.0.0.1:9644
+//	kaasctl topics --admin https://127.0.0.1:9644 --admin-ca-file ca.crt --admin-token-file token
 //	kaasctl groups [list | describe GROUP] --bootstrap 127.0.0.1:9092
 //	kaasctl transactions [list | describe TXN_ID | producers TOPIC] --bootstrap 127.0.0.1:9092
 //	kaasctl machines [KIND...] [-o mermaid|dot|markdown]
@@ -16,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,14 +62,19 @@ Commands:
 
 Sources (one of):
   --data DIR         read the volume directly (no broker needed); --cluster-dir if not <data>/__cluster
-  --admin URL        ask a running broker (e.g. http://127.0.0.1:9644)
+  --admin URL        ask a running broker (e.g. http://127.0.0.1:9644); an https:// URL uses TLS:
+                     --admin-ca-file FILE (KAAS_ADMIN_CA_FILE) CAs to verify it against (default the
+                     system's), --admin-server-name NAME (KAAS_ADMIN_SERVER_NAME) the name to verify
+                     it for (default the URL's host); --admin-token-file FILE (KAAS_ADMIN_TOKEN_FILE)
+                     sends its bearer token
   --bootstrap H:P    ask a running cluster with a Kafka client (groups, transactions; KAAS_BOOTSTRAP)
 
 Output: -o table (default) or -o json
 `
 
 type source struct {
-	data, clusterDir, admin, output string
+	data, clusterDir, output string
+	admin                    adminFlags
 }
 
 func main() {
@@ -107,7 +112,7 @@ func run(args []string, out io.Writer) error {
 	var src source
 	fs := flag.NewFlagSet("kaasctl "+cmd, flag.ContinueOnError)
 	src.volumeFlags(fs)
-	fs.StringVar(&src.admin, "admin", "", "broker admin URL")
+	src.admin.register(fs)
 	watch := fs.Duration("watch", 2*time.Second, "brokers: how long to watch heartbeats for progress")
 	if err := fs.Parse(rest); err != nil {
 		return err
@@ -120,7 +125,7 @@ func run(args []string, out io.Writer) error {
 	case "reconcile-status":
 		return reconcileStatus(src, out)
 	case "brokers", "assignment":
-		if src.admin != "" {
+		if src.admin.url != "" {
 			return fmt.Errorf("%s reads the volume: give --data DIR (or --cluster-dir DIR)", cmd)
 		}
 		if cmd == "brokers" {
@@ -157,18 +162,13 @@ func (s source) cluster() (string, error) {
 	return filepath.Join(s.data, "__cluster"), nil
 }
 
-func getJSON(url string, v any) error {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(url)
+// adminJSON decodes a broker admin address's answer to GET path.
+func (s source) adminJSON(path string, v any) error {
+	c, err := s.admin.client()
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return c.getJSON(path, v)
 }
 
 func printJSON(out io.Writer, v any) error {
@@ -179,8 +179,8 @@ func printJSON(out io.Writer, v any) error {
 
 func reconcileStatus(src source, out io.Writer) error {
 	var rows []engine.StatusRow
-	if src.admin != "" {
-		if err := getJSON(strings.TrimRight(src.admin, "/")+"/reconcile-status", &rows); err != nil {
+	if src.admin.url != "" {
+		if err := src.adminJSON("/reconcile-status", &rows); err != nil {
 			return err
 		}
 	} else {
@@ -238,9 +238,9 @@ func topicsList(src source, out io.Writer) error {
 		Deleted    bool   `json:"deleted,omitempty"`
 	}
 	var rows []row
-	if src.admin != "" {
+	if src.admin.url != "" {
 		var st engine.BrokerStatus
-		if err := getJSON(strings.TrimRight(src.admin, "/")+"/status", &st); err != nil {
+		if err := src.adminJSON("/status", &st); err != nil {
 			return err
 		}
 		for _, t := range st.Topics {
@@ -279,9 +279,9 @@ func topicsList(src source, out io.Writer) error {
 
 func topicsDescribe(src source, name string, out io.Writer) error {
 	var ts engine.TopicStatus
-	if src.admin != "" {
+	if src.admin.url != "" {
 		var st engine.BrokerStatus
-		if err := getJSON(strings.TrimRight(src.admin, "/")+"/status", &st); err != nil {
+		if err := src.adminJSON("/status", &st); err != nil {
 			return err
 		}
 		found := false

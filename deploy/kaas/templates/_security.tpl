@@ -19,6 +19,29 @@ chart is what it was: one PLAINTEXT listener on 9092.
 {{- range .Values.broker.listeners }}{{ if has .protocol (list "SASL_PLAINTEXT" "SASL_SSL") }}true{{ end }}{{ end }}
 {{- end }}
 
+{{/* The inter-broker listener's protocol; empty without broker.listeners
+(or when it names none of them). */}}
+{{- define "kaas.interBrokerProtocol" -}}
+{{- $ib := default "PLAINTEXT" .Values.broker.interBrokerListener }}
+{{- range .Values.broker.listeners }}{{ if eq .name $ib }}{{ .protocol }}{{ end }}{{ end }}
+{{- end }}
+
+{{/* "true" when the brokers authenticate each other by their certificates:
+an SSL inter-broker listener that asks for client certificates. */}}
+{{- define "kaas.interBrokerCertAuth" -}}
+{{- if and (eq (include "kaas.interBrokerProtocol" .) "SSL") (ne .Values.tls.clientAuth "none") }}true{{ end }}
+{{- end }}
+
+{{/* The cert-manager Certificate's subject CN: tls.certManager.commonName,
+else, when the brokers authenticate each other by certificate and no
+mapping rules are set, the StatefulSet's name (the default mapping needs
+a CN). */}}
+{{- define "kaas.certCommonName" -}}
+{{- if .Values.tls.certManager.commonName }}{{ .Values.tls.certManager.commonName }}
+{{- else if and (include "kaas.interBrokerCertAuth" .) (not .Values.tls.principalMappingRules) }}{{ include "kaas.broker.fullname" . }}
+{{- end }}
+{{- end }}
+
 {{/* "true" when the TLS Secret is mounted. */}}
 {{- define "kaas.tlsEnabled" -}}
 {{- if or .Values.tls.secretName .Values.tls.certManager.enabled }}true{{ end }}
@@ -46,14 +69,13 @@ chart is what it was: one PLAINTEXT listener on 9092.
 {{- end }}
 {{- if $b.listeners }}
 {{- $ib := default "PLAINTEXT" $b.interBrokerListener }}
-{{- $found := false }}
-{{- range $b.listeners }}
-{{- if eq .name $ib }}
-{{- $found = true }}
-{{- if ne .protocol "PLAINTEXT" }}{{ fail (printf "kaas: broker.interBrokerListener %s is %s: brokers reach each other over PLAINTEXT only so far" $ib .protocol) }}{{ end }}
+{{- $proto := include "kaas.interBrokerProtocol" . }}
+{{- if not $proto }}{{ fail (printf "kaas: broker.interBrokerListener %s is not one of broker.listeners: name the listener brokers reach each other on" $ib) }}{{ end }}
+{{- if has $proto (list "SASL_PLAINTEXT" "SASL_SSL") }}
+{{- if not $b.interBrokerCredential.secretName }}{{ fail (printf "kaas: broker.interBrokerListener %s is %s: it needs broker.interBrokerCredential.secretName, the brokers' own user and password" $ib $proto) }}{{ end }}
+{{- $mechs := splitList "," (upper $b.sasl.mechanisms) }}
+{{- if not (has (upper $b.interBrokerCredential.mechanism) $mechs) }}{{ fail (printf "kaas: broker.interBrokerCredential.mechanism %s is not one of broker.sasl.mechanisms %s" $b.interBrokerCredential.mechanism $b.sasl.mechanisms) }}{{ end }}
 {{- end }}
-{{- end }}
-{{- if not $found }}{{ fail (printf "kaas: broker.interBrokerListener %s is not one of broker.listeners: name the PLAINTEXT listener brokers reach each other on" $ib) }}{{ end }}
 {{- else if $b.interBrokerListener }}
 {{- fail "kaas: broker.interBrokerListener needs broker.listeners" }}
 {{- end }}
@@ -126,6 +148,15 @@ and KAAS_ADVERTISE without broker.listeners. */}}
 - name: KAAS_SASL_MECHANISMS
   value: {{ $b.sasl.mechanisms | quote }}
 {{- end }}
+{{- if has (include "kaas.interBrokerProtocol" .) (list "SSL" "SASL_SSL") }}
+# The other brokers' certificates are verified against this CA.
+- name: KAAS_INTER_BROKER_TLS_CA_FILE
+  value: /etc/kaas/tls/{{ $t.caKey }}
+{{- end }}
+{{- with $b.superUsers }}
+- name: KAAS_SUPER_USERS
+  value: {{ . | quote }}
+{{- end }}
 {{- with $b.interBrokerCredential.secretName }}
 # Expanded into --inter-broker-username in the arguments.
 - name: BROKER_CREDENTIAL_USERNAME
@@ -152,8 +183,12 @@ and KAAS_ADVERTISE without broker.listeners. */}}
 
 {{/* Arguments for the broker credential; nothing by default. */}}
 {{- define "kaas.securityArgs" -}}
+{{- $saslIB := has (include "kaas.interBrokerProtocol" .) (list "SASL_PLAINTEXT" "SASL_SSL") }}
 {{- with .Values.broker.interBrokerCredential }}
 {{- if .secretName }}
+{{- if $saslIB }}
+- --inter-broker-sasl-mechanism={{ .mechanism }}
+{{- end }}
 - --inter-broker-username=$(BROKER_CREDENTIAL_USERNAME)
 - --inter-broker-password-file=/etc/kaas/broker-credential/{{ .passwordKey }}
 {{- end }}
