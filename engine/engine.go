@@ -93,6 +93,12 @@ type Config struct {
 	// cluster hold more than its brokers' budgets together are refused.
 	// Zero: no budget.
 	MaxPartitionsPerBroker int
+	// Authorization (engine/acl): with ACLs on, every broker loads the
+	// cluster's ACLs and the front end checks each request against them
+	// (acls.go). Off (the default), the ACL APIs answer SECURITY_DISABLED
+	// and every principal may do anything.
+	ACLs ACLConfig
+
 	// Peers sends requests to other brokers: transaction markers to
 	// partition owners, and verifications to transaction coordinators.
 	// Nil: a single broker, or transactions across brokers fail.
@@ -141,6 +147,8 @@ type Engine struct {
 	// cview is the cluster as last read (clusterview.go): published by
 	// the cluster loop, read without a lock.
 	cview atomic.Pointer[clusterView]
+
+	acls aclState
 
 	// opens is this process's bookkeeping of its opens (openbook.go).
 	opens *openBook
@@ -236,6 +244,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	first := make(chan struct{})
 	e.changes.Store(&first)
 	e.cview.Store(&clusterView{self: cfg.BrokerID, incarnation: e.incarnation, controller: -1})
+	e.initACLs()
 	e.areader = cluster.NewAssignmentReader(e.fsys, cfg.ClusterDir)
 	for _, d := range []string{cfg.DataDir, path.Join(cfg.DataDir, states.TopicsDir), cfg.ClusterDir, path.Join(cfg.ClusterDir, desired.SpecsDir)} {
 		if err := volume.MkdirAllSync(e.fsys, d); err != nil {

@@ -106,6 +106,7 @@ func (e *Engine) readAssignmentThen(read func()) (changed, ok bool) {
 func (e *Engine) clusterRound(ctx context.Context) bool {
 	e.hb.SetOpen(e.openList())
 	e.hb.SetReopen(e.reopenList())
+	e.pollStores()
 	beatAt := e.obs.Now()
 	beatErr := e.hb.Beat()
 	var supplanted *cluster.SupplantedError

@@ -45,6 +45,9 @@ type conn struct {
 	listener  *Listener
 	sasl      *sasl.Session
 	principal string
+	// aclName and aclIP are the principal and host ACLs are checked
+	// against, kept once known (authorize.go).
+	aclName, aclIP string
 	// rawSASL: a SaslHandshake v0 succeeded, and the client's next frames
 	// are bare SASL messages until the exchange ends.
 	rawSASL bool
@@ -319,6 +322,7 @@ func (c *conn) dispatch(frame []byte, charge int64) (err error) {
 	if err := c.saslGate(hdr.key); err != nil {
 		return err
 	}
+	c.notePrincipal()
 	r := &reply{key: hdr.key, version: hdr.version, corr: hdr.corr, zone: c.zone, done: make(chan struct{})}
 	h, known := handlers[kmsg.Key(hdr.key)]
 	if !known {

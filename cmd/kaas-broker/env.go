@@ -34,6 +34,8 @@ var brokerEnv = envdefault.Vars{
 	"inter-broker-password-file":     "KAAS_INTER_BROKER_PASSWORD_FILE",
 	"inter-broker-tls-ca-file":       "KAAS_INTER_BROKER_TLS_CA_FILE",
 	"super-users":                    "KAAS_SUPER_USERS",
+	"authorizer":                     "KAAS_AUTHORIZER",
+	"allow-everyone-if-no-acl-found": "KAAS_ALLOW_EVERYONE_IF_NO_ACL_FOUND",
 
 	"advertise":                "KAAS_ADVERTISE",
 	"admin":                    "KAAS_ADMIN",

@@ -56,6 +56,7 @@ type options struct {
 	conns                                                               connOptions
 	listeners                                                           listenerOptions
 	adminSec                                                            adminOptions
+	authz                                                               authzOptions
 }
 
 func parseFlags(args []string) (options, error) {
@@ -87,6 +88,7 @@ func parseFlags(args []string) (options, error) {
 	o.conns.register(fs)
 	o.listeners.register(fs)
 	o.adminSec.register(fs)
+	o.authz.register(fs)
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (KAAS_LOG_FORMAT)")
 	src, err := envdefault.Parse(fs, args, brokerEnv)
 	if err != nil {
@@ -183,6 +185,11 @@ func run(o options, log logr.Logger) error {
 	// on the inter-broker listener.
 	peers := wire.NewPeers(fmt.Sprintf("kaas-broker-%d", o.id), setup.peers)
 	defer peers.Close()
+	acls, err := o.authz.config(o.listeners.interBrokerAuth.superUsers)
+	if err != nil {
+		closeListeners()
+		return err
+	}
 	eng, err := engine.New(engine.Config{
 		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
 		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
@@ -193,6 +200,7 @@ func run(o options, log logr.Logger) error {
 		ProducerIDExpiration:   o.txns.producerIDExpiration,
 		MaxPartitionsPerBroker: fds.Partitions, MaxProducersPerPartition: o.budgets.maxProducersPerPartition,
 		RetentionCheckInterval: o.retention.checkInterval,
+		ACLs:                   acls,
 	}, engine.WithNegativeControls(engineControls(negative)))
 	if err != nil {
 		closeListeners()

@@ -83,6 +83,9 @@ func (o *options) validate(src envdefault.Sources) error {
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return src.Invalid("log-format", "must be text or json")
 	}
+	if _, err := o.authz.config(o.listeners.interBrokerAuth.superUsers); err != nil {
+		return src.Invalid("authorizer", err.Error())
+	}
 	if err := o.volumeCheck.validate(); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"strconv"
 	"sync"
@@ -56,6 +57,11 @@ type Heartbeat struct {
 	// are never compared for liveness (docs/design.md §2), except by the
 	// wall-clock negative control of the chaos tests (Observer).
 	WrittenAt int64 `json:"writtenAtUnixMilli,omitempty"`
+	// Versions holds, by store ("acls", "quotas"), the version token of
+	// what this broker has loaded and enforces: a change made on another
+	// broker is in force here once this names the token the change wrote
+	// (or a later one).
+	Versions map[string]string `json:"versions,omitempty"`
 }
 
 func (h Heartbeat) validate() error {
@@ -249,6 +255,21 @@ func (h *Heartbeater) SetReopen(reopen []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.hb.Reopen = reopen
+}
+
+// SetVersion sets the version token of store the next beats publish.
+func (h *Heartbeater) SetVersion(store, token string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hb.Versions[store] == token {
+		return
+	}
+	v := maps.Clone(h.hb.Versions)
+	if v == nil {
+		v = map[string]string{}
+	}
+	v[store] = token
+	h.hb.Versions = v
 }
 
 // Last returns the heartbeat most recently attempted.
