@@ -95,7 +95,7 @@ func TestReaderPoll(t *testing.T) {
 		{wantReload: false},              // 2
 		{change: []Change{put("b.json", "2")}, wantReload: true, wantNames: 2}, // 3: token changed
 		{sneak: []Change{put("c.json", "3")}, wantReload: true, wantNames: 3},  // 4: full reload
-		{wantReload: false},                                                    // 5
+		{wantReload: false}, // 5
 	}
 	for i, p := range polls {
 		if p.change != nil {
