@@ -12,7 +12,6 @@ import (
 	"github.com/kaas-dev/kaas/engine/acl"
 	"github.com/kaas-dev/kaas/engine/auth"
 	"github.com/kaas-dev/kaas/volume"
-	"github.com/kaas-dev/kaas/wire/listeners"
 	"github.com/kaas-dev/kaas/wire/sasl"
 )
 
@@ -47,21 +46,7 @@ func startAuthzBroker(t *testing.T, tweak func(*engine.ACLConfig)) *authzBroker 
 			t.Fatal(err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := Listener{Name: "CLIENTS", Protocol: listeners.SASLPlaintext, Advertise: ln.Addr().String(),
-		SASL: &sasl.Config{Mechanisms: []string{sasl.Plain}, Lookup: auth.StoreLookup(volume.OS(), clusterDir), Secret: []byte("s")}}
-	done := make(chan error, 1)
-	go func() { done <- b.srv.ServeListener(ln, l) }()
-	t.Cleanup(func() {
-		b.shutdown(context.Background())
-		if err := <-done; err != nil {
-			t.Errorf("ServeListener: %v", err)
-		}
-	})
-	return &authzBroker{testBroker: b, saslAddr: ln.Addr().String()}
+	return &authzBroker{testBroker: b, saslAddr: serveSASLListener(t, b, clusterDir, sasl.Plain)}
 }
 
 // as dials the SASL listener and authenticates as user with PLAIN.

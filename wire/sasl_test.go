@@ -34,12 +34,20 @@ func serveSASL(t *testing.T, b *testBroker) string {
 	if err := auth.SaveCredential(volume.OS(), clusterDir, cred); err != nil {
 		t.Fatal(err)
 	}
+	return serveSASLListener(t, b, clusterDir, sasl.ScramSHA512, sasl.Plain)
+}
+
+// serveSASLListener adds a SASL_PLAINTEXT listener with mechanisms to b,
+// checking passwords against the credential store in clusterDir, and
+// returns its address.
+func serveSASLListener(t testing.TB, b *testBroker, clusterDir string, mechanisms ...string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := Listener{Name: "CLIENTS", Protocol: listeners.SASLPlaintext, Advertise: ln.Addr().String(),
-		SASL: &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.Plain}, Lookup: auth.StoreLookup(volume.OS(), clusterDir), Secret: []byte("s")}}
+		SASL: &sasl.Config{Mechanisms: mechanisms, Lookup: auth.StoreLookup(volume.OS(), clusterDir), Secret: []byte("s")}}
 	done := make(chan error, 1)
 	go func() { done <- b.srv.ServeListener(ln, l) }()
 	t.Cleanup(func() {
