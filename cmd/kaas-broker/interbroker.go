@@ -39,9 +39,13 @@ func (a *interBrokerAuth) register(fs *flag.FlagSet) {
 // listener and names the principals that may send inter-broker requests:
 // the broker principal (the SASL credential's user, or on SSL the mapped
 // principal of this broker's certificate, else User:ANONYMOUS) and the
-// super users; none at all when no listener authenticates, so a
-// PLAINTEXT-only cluster serves them to anyone, as before.
-func (l listenerOptions) interBrokerSecurity(log logr.Logger, ib wire.Listener, bound []boundListener, files *tlsfiles.Files, saslCfg *sasl.Config) (wire.PeerSecurity, []string, error) {
+// super users; none at all when no listener authenticates and there is no
+// authorizer, so a PLAINTEXT-only cluster serves them to anyone, as
+// before. With the authorizer on the list is always given: on an
+// all-PLAINTEXT cluster it names User:ANONYMOUS, which every client is,
+// so that the brokers' own requests are not refused (Kafka would need
+// User:ANONYMOUS in super.users, which would open everything else too).
+func (l listenerOptions) interBrokerSecurity(log logr.Logger, ib wire.Listener, bound []boundListener, files *tlsfiles.Files, saslCfg *sasl.Config, authorizer bool) (wire.PeerSecurity, []string, error) {
 	a := l.interBrokerAuth
 	var sec wire.PeerSecurity
 	principal := "User:ANONYMOUS"
@@ -71,7 +75,7 @@ func (l listenerOptions) interBrokerSecurity(log logr.Logger, ib wire.Listener, 
 	if err != nil {
 		return sec, nil, err
 	}
-	if !authenticates(bound, clientCerts) {
+	if !authenticates(bound, clientCerts) && !authorizer {
 		return sec, nil, nil
 	}
 	if principal == "User:ANONYMOUS" {

@@ -235,12 +235,15 @@ func TestInterBrokerSecurity(t *testing.T) {
 		clientAuth string
 		ib         wire.Listener
 		bound      []boundListener
+		authorizer bool
 		want       []string // the broker principals
 		tls, sasl  bool
 		err        bool
 	}{
 		{name: "PLAINTEXT only", ib: plain, bound: bound(plain)},
 		{name: "PLAINTEXT only, credential unused", auth: broker, ib: plain, bound: bound(plain)},
+		{name: "PLAINTEXT only with the authorizer", auth: interBrokerAuth{superUsers: "User:admin"}, authorizer: true, ib: plain,
+			bound: bound(plain), want: []string{"User:ANONYMOUS", "User:admin"}},
 		{name: "SSL without client certificates", clientAuth: "none", ib: ssl, bound: bound(ssl), tls: true},
 		{name: "PLAINTEXT inter-broker beside SASL_SSL", auth: interBrokerAuth{superUsers: "User:ops"}, ib: plain,
 			bound: bound(plain, saslSSL), want: []string{"User:ANONYMOUS", "User:ops"}},
@@ -258,7 +261,7 @@ func TestInterBrokerSecurity(t *testing.T) {
 			if c.auth.mechanism == "" && c.ib.Protocol.SASL() {
 				l.interBrokerAuth.mechanism = sasl.ScramSHA512
 			}
-			sec, principals, err := l.interBrokerSecurity(logr.Discard(), c.ib, c.bound, files, saslCfg)
+			sec, principals, err := l.interBrokerSecurity(logr.Discard(), c.ib, c.bound, files, saslCfg, c.authorizer)
 			if (err != nil) != c.err {
 				t.Fatalf("err = %v, want an error: %v", err, c.err)
 			}

@@ -145,7 +145,7 @@ func (l listenerOptions) listen(o options, log logr.Logger, fsys volume.FS, clus
 			continue
 		}
 		setup = listenerSetup{bound: bound, interBroker: b.wl.Advertise, byName: byName}
-		setup.peers, setup.brokerPrincipals, err = l.interBrokerSecurity(log, b.wl, bound, files, saslCfg)
+		setup.peers, setup.brokerPrincipals, err = l.interBrokerSecurity(log, b.wl, bound, files, saslCfg, o.authz.authorizer == "acl")
 		return setup, err
 	}
 	return listenerSetup{}, fmt.Errorf("inter-broker listener %s is not a listener: give --inter-broker-listener", name)
