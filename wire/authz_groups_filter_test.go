@@ -288,8 +288,8 @@ func TestInterBrokerAllowed(t *testing.T) {
 		authzBinding("User:alice", allow, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction),
 		authzBinding("User:bob", allow, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationAlter),
 		authzBinding("User:carol", allow, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction),
-		authzBinding("User:carol", deny, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction),
 	)
+	on.deny(t, "User:carol", kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction)
 	off := startBroker(t, nil)
 	brokers := map[string]bool{"User:broker": true, "User:admin": true}
 	for _, tc := range []struct {
