@@ -26,7 +26,7 @@ func handleDescribeProducers(c *conn, kreq kmsg.Request, r *reply) {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = p
 			if !readable {
-				rp.ErrorCode, rp.ErrorMessage = topicAuthFailed, authMessage(topicDenied(kmsg.ACLOperationRead, t.Topic))
+				rp.ErrorCode, rp.ErrorMessage = codeTopicAuthz, authzMessagePtr(topicDenied(kmsg.ACLOperationRead, t.Topic))
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
