@@ -27,7 +27,7 @@ func handleDescribeGroups(c *conn, kreq kmsg.Request, r *reply) {
 			g := kmsg.NewDescribeGroupsResponseGroup()
 			g.Group, g.ErrorCode = name, codeGroupAuthz
 			g.ErrorMessage = authzMessagePtr(groupDenied(kmsg.ACLOperationDescribe, name))
-			g.AuthorizedOperations = kip430Unasked
+			g.AuthorizedOperations = notAskedOps
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
@@ -40,9 +40,9 @@ func handleDescribeGroups(c *conn, kreq kmsg.Request, r *reply) {
 			g = coord.DescribeGroup(name)
 			g.Group = name
 		}
-		g.AuthorizedOperations = kip430Unasked
+		g.AuthorizedOperations = notAskedOps
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = c.kip430Operations(kmsg.ACLResourceTypeGroup, name, groupACLOps)
+			g.AuthorizedOperations = c.authorizedOps(groupACLOps, kmsg.ACLResourceTypeGroup, name)
 		}
 		resp.Groups = append(resp.Groups, g)
 	}

@@ -17,24 +17,6 @@ import (
 // of the GROUP resource type), for KIP-430's authorized operations.
 var groupACLOps = []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete}
 
-// kip430Unasked is the authorized-operations field of an
-// answer that was not asked for them (Kafka's Integer.MIN_VALUE).
-const kip430Unasked int32 = -2147483648
-
-// kip430Operations is the KIP-430 bit set (bit i for the operation of code
-// i) of the operations in ops the principal may perform on the resource.
-// With the authorizer off every operation is allowed, as Kafka answers
-// without an authorizer.
-func (c *conn) kip430Operations(rt kmsg.ACLResourceType, name string, ops []kmsg.ACLOperation) int32 {
-	var bits int32
-	for _, op := range ops {
-		if c.allowed(op, rt, name) {
-			bits |= 1 << uint(op)
-		}
-	}
-	return bits
-}
-
 // fromBrokerPrincipal reports whether the connection's principal is one of the
 // broker principals (the broker's own and the super users).
 func (c *conn) fromBrokerPrincipal() bool {

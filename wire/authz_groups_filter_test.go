@@ -168,12 +168,12 @@ func TestAuthzDescribeGroupsOperations(t *testing.T) {
 			t.Errorf("%s: code %d, authorized operations %b, want %b", tc.user, g.ErrorCode, g.AuthorizedOperations, tc.ops)
 		}
 	}
-	if g := describeGroup(b.as(t, "alice"), 5, false); g.AuthorizedOperations != kip430Unasked {
+	if g := describeGroup(b.as(t, "alice"), 5, false); g.AuthorizedOperations != notAskedOps {
 		t.Errorf("authorized operations not asked for: %d", g.AuthorizedOperations)
 	}
 	addGrpUser(t, b, "dave")
 	g := describeGroup(b.as(t, "dave"), 5, true)
-	if g.ErrorCode != kerr.GroupAuthorizationFailed.Code || g.AuthorizedOperations != kip430Unasked {
+	if g.ErrorCode != kerr.GroupAuthorizationFailed.Code || g.AuthorizedOperations != notAskedOps {
 		t.Errorf("dave: code %d, authorized operations %d, want GROUP_AUTHORIZATION_FAILED and none", g.ErrorCode, g.AuthorizedOperations)
 	}
 }
