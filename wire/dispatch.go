@@ -61,6 +61,10 @@ func init() {
 		// SCRAM credentials, in the store kaasctl users writes.
 		kmsg.DescribeUserSCRAMCredentials: {0, 0, handleDescribeUserScramCredentials},
 		kmsg.AlterUserSCRAMCredentials:    {0, 0, handleAlterUserScramCredentials},
+
+		// Client quotas, in the store every broker enforces.
+		kmsg.DescribeClientQuotas: {0, 1, handleDescribeClientQuotas},
+		kmsg.AlterClientQuotas:    {0, 1, handleAlterClientQuotas},
 	}
 }
 
