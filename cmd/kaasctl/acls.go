@@ -34,7 +34,7 @@ add creates every principal x host x operation x resource binding (host default 
 list and remove match bindings: a flag not given matches any value (pattern type: list any,
 remove literal). remove asks nothing: it deletes what matches and prints it.
 Connection: --sasl-mechanism, --sasl-username, --sasl-password-file, --tls, --tls-ca-file
-(KAAS_BOOTSTRAP, KAAS_SASL_*, KAAS_TLS*). Output: -o table (default) or -o json.`
+(KAAS_BOOTSTRAP, KAAS_SASL_*, KAAS_TLS*). Output: -o table (default) or -o json`
 
 // aclArgs are `kaasctl acls VERB`'s flags.
 type aclArgs struct {

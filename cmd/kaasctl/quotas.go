@@ -28,7 +28,7 @@ kafka-configs.sh's --entity-type users|clients with --entity-name N or --entity-
 KEY: producer_byte_rate, consumer_byte_rate, request_percentage. list without an entity
 shows every entity's quotas; with one, that entity's only.
 Connection: --sasl-mechanism, --sasl-username, --sasl-password-file, --tls, --tls-ca-file
-(KAAS_BOOTSTRAP, KAAS_SASL_*, KAAS_TLS*).`
+(KAAS_BOOTSTRAP, KAAS_SASL_*, KAAS_TLS*)`
 
 // quotaArgs are `kaasctl quotas VERB`'s flags.
 type quotaArgs struct {
