@@ -17,13 +17,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaasv1 "github.com/kaas-dev/kaas/cmd/kaas-operator/api/v1alpha1"
+	"github.com/kaas-dev/kaas/engine/auth"
+	"github.com/kaas-dev/kaas/volume"
 )
 
 // User resources against a real kube-apiserver and etcd (envtest), a real
 // kaas-operator process and a real broker with a SASL_PLAINTEXT listener
 // on the same directory: the credential a User declares is the one the
 // broker authenticates franz-go against, a changed password replaces it,
-// and a deleted User takes it away.
+// and a deleted User takes it away. The broker runs the ACL authorizer with
+// super user admin, the operator logs in as admin to keep each User's ACLs
+// and quotas on the broker through the Kafka APIs.
 var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "operator"), func() {
 	const ns = "default"
 	var (
@@ -31,6 +35,7 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 		broker   *Broker
 		k8s      client.Client
 		saslAddr string
+		admin    *kgo.Client // the super user, on the SASL listener
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -40,9 +45,20 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 		broker = StartBroker(GinkgoT().TempDir(), func(b *Broker) {
 			b.ExtraArgs = append(b.ExtraArgs,
 				"--listeners", "PLAINTEXT://"+b.Addr+",SASL_PLAINTEXT://"+saslAddr,
-				"--sasl-mechanisms", "SCRAM-SHA-512,SCRAM-SHA-256")
+				"--sasl-mechanisms", "SCRAM-SHA-512,SCRAM-SHA-256",
+				"--authorizer", "acl", "--super-users", "User:admin")
 		})
-		startOperator(ctx, api, broker.Dir)
+		adminPassword := filepath.Join(GinkgoT().TempDir(), "admin-password")
+		Expect(os.WriteFile(adminPassword, []byte("admin-secret\n"), 0o600)).To(Succeed())
+		cred, err := auth.ScramSHA512.FromPassword("admin", "admin-secret", auth.DefaultIterations)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(auth.SaveCredential(volume.OS(), filepath.Join(broker.Dir, "__cluster"), cred)).To(Succeed())
+		admin, err = kgo.NewClient(kgo.SeedBrokers(saslAddr),
+			kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism()))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(admin.Close)
+		startOperator(ctx, api, broker.Dir, "--bootstrap", saslAddr, "--sasl-mechanism", "SCRAM-SHA-512",
+			"--sasl-username", "admin", "--sasl-password-file", adminPassword)
 	}, NodeTimeout(3*time.Minute))
 
 	credentialFile := func(user, mechanism string) string {
