@@ -61,6 +61,11 @@ func init() {
 		// SCRAM credentials, in the store kaasctl users writes.
 		kmsg.DescribeUserSCRAMCredentials: {0, 0, handleDescribeUserScramCredentials},
 		kmsg.AlterUserSCRAMCredentials:    {0, 0, handleAlterUserScramCredentials},
+
+		// ACLs, in the store every broker's authorizer loads.
+		kmsg.DescribeACLs: {0, 3, handleDescribeAcls},
+		kmsg.CreateACLs:   {0, 3, handleCreateAcls},
+		kmsg.DeleteACLs:   {0, 3, handleDeleteAcls},
 	}
 }
 
