@@ -268,5 +268,3 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 		Expect(acls(Default)).To(BeEmpty(), "ACLs outlived the User")
 	})
 })
-
-func ptrInt64(v int64) *int64 { return &v }
