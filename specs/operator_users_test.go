@@ -206,6 +206,25 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 			return out
 		}
 	}
+	// quotasOf is user's quotas, asked with DescribeClientQuotas as admin.
+	quotasOf := func(ctx context.Context, user string) func(Gomega) map[string]float64 {
+		return func(g Gomega) map[string]float64 {
+			req := kmsg.NewPtrDescribeClientQuotasRequest()
+			c := kmsg.NewDescribeClientQuotasRequestComponent()
+			c.EntityType, c.MatchType, c.Match = "user", kmsg.QuotasMatchTypeExact, &user
+			req.Components, req.Strict = []kmsg.DescribeClientQuotasRequestComponent{c}, true
+			resp, err := req.RequestWith(ctx, admin)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(resp.ErrorCode).To(BeZero(), "DescribeClientQuotas: %v", resp.ErrorMessage)
+			out := map[string]float64{}
+			for _, e := range resp.Entries {
+				for _, v := range e.Values {
+					out[v.Key] = v.Value
+				}
+			}
+			return out
+		}
+	}
 	waitUserGone := func(ctx context.Context, name string) {
 		GinkgoHelper()
 		Eventually(func() bool {
@@ -267,4 +286,32 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 		// The finalizer goes only after the ACLs.
 		Expect(acls(Default)).To(BeEmpty(), "ACLs outlived the User")
 	})
+
+	It("keeps a User's quotas on the broker, follows a changed spec, and removes them with the User", func(ctx SpecContext) {
+		name := UniqueName("dave")
+		quotas := quotasOf(ctx, name)
+		u := &kaasv1.User{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kaasv1.UserSpec{
+			Quotas: &kaasv1.UserQuotas{ProducerByteRate: ptrInt64(1048576), ConsumerByteRate: ptrInt64(2097152)},
+		}}
+		Expect(k8s.Create(ctx, u)).To(Succeed())
+		u = waitUserReady(ctx, name)
+		Expect(u.Status.QuotaUser).To(Equal(name))
+		Expect(quotas(Default)).To(Equal(map[string]float64{"producer_byte_rate": 1048576, "consumer_byte_rate": 2097152}))
+
+		By("changing the spec: a quota dropped, another added")
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(u), u)).To(Succeed())
+			u.Spec.Quotas.ConsumerByteRate, u.Spec.Quotas.RequestPercentage = nil, ptrInt64(25)
+			g.Expect(k8s.Update(ctx, u)).To(Succeed())
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		Eventually(quotas).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(map[string]float64{
+			"producer_byte_rate": 1048576, "request_percentage": 25}))
+
+		By("deleting the User")
+		Expect(k8s.Delete(ctx, u)).To(Succeed())
+		waitUserGone(ctx, name)
+		Expect(quotas(Default)).To(BeEmpty(), "quotas outlived the User")
+	})
 })
+
+func ptrInt64(v int64) *int64 { return &v }
