@@ -120,9 +120,10 @@ func buildOperator(ctx context.Context) string {
 }
 
 // startOperator runs kaas-operator against the API server and the
-// broker's data directory, polling the reconcile status every 200 ms. It is
-// stopped with SIGTERM (which must exit 0) when the current container ends.
-func startOperator(ctx context.Context, api *apiServer, dataDir string) *operatorProcess {
+// broker's data directory, polling the reconcile status every 200 ms, with
+// extra flags after those. It is stopped with SIGTERM (which must exit 0)
+// when the current container ends.
+func startOperator(ctx context.Context, api *apiServer, dataDir string, extra ...string) *operatorProcess {
 	GinkgoHelper()
 	bin := buildOperator(ctx)
 	logPath := filepath.Join(GinkgoT().TempDir(), "kaas-operator.log")
@@ -137,6 +138,7 @@ func startOperator(ctx context.Context, api *apiServer, dataDir string) *operato
 		"--status-poll-interval", "200ms",
 		"--resync-interval", "5s",
 	)
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout, cmd.Stderr = f, f
 	Expect(cmd.Start()).To(Succeed())
 	op := &operatorProcess{cmd: cmd, done: make(chan struct{}), log: logPath}

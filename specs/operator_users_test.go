@@ -2,6 +2,7 @@ package specs
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -10,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,13 +19,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kaasv1 "github.com/kaas-dev/kaas/cmd/kaas-operator/api/v1alpha1"
+	"github.com/kaas-dev/kaas/engine/auth"
+	"github.com/kaas-dev/kaas/volume"
 )
 
 // User resources against a real kube-apiserver and etcd (envtest), a real
 // kaas-operator process and a real broker with a SASL_PLAINTEXT listener
 // on the same directory: the credential a User declares is the one the
 // broker authenticates franz-go against, a changed password replaces it,
-// and a deleted User takes it away.
+// and a deleted User takes it away. The broker runs the ACL authorizer with
+// super user admin, the operator logs in as admin to keep each User's ACLs
+// and quotas on the broker through the Kafka APIs.
 var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "operator"), func() {
 	const ns = "default"
 	var (
@@ -31,6 +37,7 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 		broker   *Broker
 		k8s      client.Client
 		saslAddr string
+		admin    *kgo.Client // the super user, on the SASL listener
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -40,9 +47,20 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 		broker = StartBroker(GinkgoT().TempDir(), func(b *Broker) {
 			b.ExtraArgs = append(b.ExtraArgs,
 				"--listeners", "PLAINTEXT://"+b.Addr+",SASL_PLAINTEXT://"+saslAddr,
-				"--sasl-mechanisms", "SCRAM-SHA-512,SCRAM-SHA-256")
+				"--sasl-mechanisms", "SCRAM-SHA-512,SCRAM-SHA-256",
+				"--authorizer", "acl", "--super-users", "User:admin")
 		})
-		startOperator(ctx, api, broker.Dir)
+		adminPassword := filepath.Join(GinkgoT().TempDir(), "admin-password")
+		Expect(os.WriteFile(adminPassword, []byte("admin-secret\n"), 0o600)).To(Succeed())
+		cred, err := auth.ScramSHA512.FromPassword("admin", "admin-secret", auth.DefaultIterations)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(auth.SaveCredential(volume.OS(), filepath.Join(broker.Dir, "__cluster"), cred)).To(Succeed())
+		admin, err = kgo.NewClient(kgo.SeedBrokers(saslAddr),
+			kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism()))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(admin.Close)
+		startOperator(ctx, api, broker.Dir, "--bootstrap", saslAddr, "--sasl-mechanism", "SCRAM-SHA-512",
+			"--sasl-username", "admin", "--sasl-password-file", adminPassword)
 	}, NodeTimeout(3*time.Minute))
 
 	credentialFile := func(user, mechanism string) string {
@@ -168,4 +186,132 @@ var _ = Describe("User resources on a real API server", Ordered, Label("k8s", "o
 		_, err = os.Stat(credentialFile(name, "SCRAM-SHA-256"))
 		Expect(os.IsNotExist(err)).To(BeTrue(), "credential file outlived the User: %v", err)
 	})
+
+	// aclsOf lists principal's bindings as "PERMISSION OPERATION HOST
+	// PATTERN TYPE:NAME", asked with DescribeAcls as admin.
+	aclsOf := func(ctx context.Context, principal string) func(Gomega) []string {
+		return func(g Gomega) []string {
+			req := kmsg.NewPtrDescribeACLsRequest()
+			req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+			req.Operation, req.PermissionType, req.Principal = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny, &principal
+			resp, err := req.RequestWith(ctx, admin)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(resp.ErrorCode).To(BeZero(), "DescribeAcls: %v", resp.ErrorMessage)
+			var out []string
+			for _, r := range resp.Resources {
+				for _, a := range r.ACLs {
+					out = append(out, fmt.Sprintf("%s %s %s %s %s:%s", a.PermissionType, a.Operation, a.Host, r.ResourcePatternType, r.ResourceType, r.ResourceName))
+				}
+			}
+			return out
+		}
+	}
+	// quotasOf is user's quotas, asked with DescribeClientQuotas as admin.
+	quotasOf := func(ctx context.Context, user string) func(Gomega) map[string]float64 {
+		return func(g Gomega) map[string]float64 {
+			req := kmsg.NewPtrDescribeClientQuotasRequest()
+			c := kmsg.NewDescribeClientQuotasRequestComponent()
+			c.EntityType, c.MatchType, c.Match = "user", kmsg.QuotasMatchTypeExact, &user
+			req.Components, req.Strict = []kmsg.DescribeClientQuotasRequestComponent{c}, true
+			resp, err := req.RequestWith(ctx, admin)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(resp.ErrorCode).To(BeZero(), "DescribeClientQuotas: %v", resp.ErrorMessage)
+			out := map[string]float64{}
+			for _, e := range resp.Entries {
+				for _, v := range e.Values {
+					out[v.Key] = v.Value
+				}
+			}
+			return out
+		}
+	}
+	waitUserGone := func(ctx context.Context, name string) {
+		GinkgoHelper()
+		Eventually(func() bool {
+			return isNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &kaasv1.User{}))
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(BeTrue(), "the finalizer was not removed")
+	}
+
+	It("keeps a User's ACLs on the broker, follows a changed spec, and removes them with the User", func(ctx SpecContext) {
+		name := UniqueName("carol")
+		principal := "User:" + name
+		acls := aclsOf(ctx, principal)
+
+		By("a binding of the principal the spec does not name, made beforehand")
+		create := kmsg.NewPtrCreateACLsRequest()
+		stray := kmsg.NewCreateACLsRequestCreation()
+		stray.Principal, stray.Host, stray.ResourceType, stray.ResourceName = principal, "*", kmsg.ACLResourceTypeTopic, "stray"
+		stray.ResourcePatternType, stray.Operation, stray.PermissionType = kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeAllow
+		create.Creations = append(create.Creations, stray)
+		createdACL, err := create.RequestWith(ctx, admin)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(createdACL.Results).To(HaveLen(1))
+		Expect(createdACL.Results[0].ErrorCode).To(BeZero(), "CreateAcls: %v", createdACL.Results[0].ErrorMessage)
+		Expect(acls(Default)).To(ConsistOf("ALLOW WRITE * LITERAL TOPIC:stray"))
+
+		By("creating a User with ACLs")
+		created := time.Now()
+		u := &kaasv1.User{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kaasv1.UserSpec{
+			Authorization: &kaasv1.UserAuthorization{Type: "simple", ACLs: []kaasv1.ACLRule{
+				{Resource: kaasv1.ACLRuleResource{Type: "topic", Name: "orders"}, Operations: []string{"Read", "Describe"}},
+				{Resource: kaasv1.ACLRuleResource{Type: "group", Name: "billing-", PatternType: "prefix"}, Operations: []string{"Read"}},
+				{Resource: kaasv1.ACLRuleResource{Type: "topic", Name: "orders"}, Operations: []string{"Write"}, Host: "10.0.0.9", Type: "deny"},
+			}},
+		}}
+		Expect(k8s.Create(ctx, u)).To(Succeed())
+		u = waitUserReady(ctx, name)
+		reportLatency("User with ACLs create → Ready (bindings on the broker)", time.Since(created))
+		Expect(u.Status.ACLPrincipal).To(Equal(principal))
+		Expect(u.Status.ACLs).To(Equal(int32(4)))
+		Expect(u.Spec.Authorization.ACLs[0].Host).To(Equal("*"), "the API server defaults the host")
+		// Ready comes only after CreateAcls answered, and an answer means
+		// every broker has the bindings.
+		Expect(acls(Default)).To(ConsistOf(
+			"ALLOW READ * LITERAL TOPIC:orders", "ALLOW DESCRIBE * LITERAL TOPIC:orders", "ALLOW READ * PREFIXED GROUP:billing-",
+			"DENY WRITE 10.0.0.9 LITERAL TOPIC:orders",
+		), "the stray binding is deleted, the spec's created")
+
+		By("changing the spec: two rules dropped")
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(u), u)).To(Succeed())
+			u.Spec.Authorization.ACLs = u.Spec.Authorization.ACLs[:1]
+			g.Expect(k8s.Update(ctx, u)).To(Succeed())
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		Eventually(acls).WithContext(ctx).WithTimeout(30 * time.Second).Should(ConsistOf(
+			"ALLOW READ * LITERAL TOPIC:orders", "ALLOW DESCRIBE * LITERAL TOPIC:orders"))
+
+		By("deleting the User")
+		Expect(k8s.Delete(ctx, u)).To(Succeed())
+		waitUserGone(ctx, name)
+		// The finalizer goes only after the ACLs.
+		Expect(acls(Default)).To(BeEmpty(), "ACLs outlived the User")
+	})
+
+	It("keeps a User's quotas on the broker, follows a changed spec, and removes them with the User", func(ctx SpecContext) {
+		name := UniqueName("dave")
+		quotas := quotasOf(ctx, name)
+		u := &kaasv1.User{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kaasv1.UserSpec{
+			Quotas: &kaasv1.UserQuotas{ProducerByteRate: ptrInt64(1048576), ConsumerByteRate: ptrInt64(2097152)},
+		}}
+		Expect(k8s.Create(ctx, u)).To(Succeed())
+		u = waitUserReady(ctx, name)
+		Expect(u.Status.QuotaUser).To(Equal(name))
+		Expect(quotas(Default)).To(Equal(map[string]float64{"producer_byte_rate": 1048576, "consumer_byte_rate": 2097152}))
+
+		By("changing the spec: a quota dropped, another added")
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(u), u)).To(Succeed())
+			u.Spec.Quotas.ConsumerByteRate, u.Spec.Quotas.RequestPercentage = nil, ptrInt64(25)
+			g.Expect(k8s.Update(ctx, u)).To(Succeed())
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		Eventually(quotas).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(map[string]float64{
+			"producer_byte_rate": 1048576, "request_percentage": 25}))
+
+		By("deleting the User")
+		Expect(k8s.Delete(ctx, u)).To(Succeed())
+		waitUserGone(ctx, name)
+		Expect(quotas(Default)).To(BeEmpty(), "quotas outlived the User")
+	})
 })
+
+func ptrInt64(v int64) *int64 { return &v }

@@ -4,7 +4,8 @@
 // progress in the resource's status, and deletes the topic when the
 // resource is deleted; it writes each User's SCRAM credential into the
 // credential files there, and deletes it with the resource. It needs the
-// volume mounted, not a running broker.
+// volume mounted, not a running broker; a User's ACLs and quotas it
+// applies through the Kafka APIs of the cluster --bootstrap names.
 //
 //	kaas-operator --data /var/lib/kaas --kubeconfig ~/.kube/config
 package main
@@ -17,6 +18,7 @@ import (
 	"os"
 
 	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/kaas-dev/kaas/cmd/internal/kafkaadmin"
 	"github.com/kaas-dev/kaas/cmd/kaas-operator/api/v1alpha1"
 	"github.com/kaas-dev/kaas/cmd/kaas-operator/controller"
 	"github.com/kaas-dev/kaas/volume"
@@ -95,6 +98,13 @@ func run(o options, log logr.Logger) error {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the Topic controller: %w", err)
 	}
+	var kafka *kgo.Client
+	if o.kafka.Bootstrap != "" {
+		if kafka, err = kafkaadmin.NewClient(o.kafka); err != nil {
+			return fmt.Errorf("--bootstrap: %w", err)
+		}
+		defer kafka.Close()
+	}
 	ur := &controller.UserReconciler{
 		Client:         mgr.GetClient(),
 		Secrets:        mgr.GetAPIReader(),
@@ -103,6 +113,9 @@ func run(o options, log logr.Logger) error {
 		ClusterDir:     o.clusterDir,
 		RetryInterval:  o.pollInterval,
 		ResyncInterval: o.resync,
+	}
+	if kafka != nil {
+		ur.Kafka = kafka // a nil *kgo.Client must not become a non-nil interface
 	}
 	if err := ur.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the User controller: %w", err)
@@ -114,7 +127,7 @@ func run(o options, log logr.Logger) error {
 		return err
 	}
 	log.Info("starting", "clusterDir", o.clusterDir, "namespace", o.namespace, "leaderElect", o.leaderElect,
-		"statusPollInterval", o.pollInterval.String(), "resyncInterval", o.resync.String())
+		"statusPollInterval", o.pollInterval.String(), "resyncInterval", o.resync.String(), "bootstrap", o.kafka.Bootstrap)
 	// SetupSignalHandler: SIGTERM or SIGINT stops the manager cleanly.
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run the controller manager: %w", err)

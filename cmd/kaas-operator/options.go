@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
+	"github.com/kaas-dev/kaas/cmd/internal/kafkaadmin"
 )
 
 // operatorEnv names the environment variable of each flag that has one
@@ -22,6 +23,12 @@ var operatorEnv = envdefault.Vars{
 	"leader-election-namespace": "POD_NAMESPACE",
 	"log-format":                "KAAS_LOG_FORMAT",
 	"v":                         "KAAS_V",
+	"bootstrap":                 "KAAS_BOOTSTRAP",
+	"tls":                       "KAAS_TLS",
+	"tls-ca-file":               "KAAS_TLS_CA_FILE",
+	"sasl-mechanism":            "KAAS_SASL_MECHANISM",
+	"sasl-username":             "KAAS_SASL_USERNAME",
+	"sasl-password-file":        "KAAS_SASL_PASSWORD_FILE",
 }
 
 type options struct {
@@ -33,6 +40,9 @@ type options struct {
 	pollInterval, resync    time.Duration
 	logFormat               string
 	verbosity               int
+	// kafka reaches the cluster's Kafka APIs for Users' ACLs and quotas
+	// (no bootstrap: not at all).
+	kafka kafkaadmin.Conn
 }
 
 // parseFlags reads the command line. --kubeconfig is controller-runtime's
@@ -53,6 +63,12 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.resync, "resync-interval", 30*time.Second, "how often a settled Topic or User is checked against the volume")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (KAAS_LOG_FORMAT)")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity (logr V level; KAAS_V)")
+	fs.StringVar(&o.kafka.Bootstrap, "bootstrap", "", "Kafka listener(s) the Users' ACLs and quotas are applied through, HOST:PORT[,HOST:PORT] (KAAS_BOOTSTRAP; default none: a User with spec.authorization or spec.quotas is not Ready)")
+	fs.BoolVar(&o.kafka.TLS, "tls", false, "the --bootstrap listener speaks TLS (KAAS_TLS; implied by --tls-ca-file)")
+	fs.StringVar(&o.kafka.CAFile, "tls-ca-file", "", "PEM CAs the listener's certificate is verified against (KAAS_TLS_CA_FILE; default the system's)")
+	fs.StringVar(&o.kafka.SASLMechanism, "sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512: how the operator logs in, as a super user (KAAS_SASL_MECHANISM)")
+	fs.StringVar(&o.kafka.SASLUser, "sasl-username", "", "the operator's SASL user (KAAS_SASL_USERNAME)")
+	fs.StringVar(&o.kafka.SASLPasswordFile, "sasl-password-file", "", "file holding its password (KAAS_SASL_PASSWORD_FILE)")
 	src, err := envdefault.Parse(fs, args, operatorEnv)
 	if err != nil {
 		return o, err
@@ -69,7 +85,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, src.Invalid("status-poll-interval", "must be positive")
 	case o.resync <= 0:
 		return o, src.Invalid("resync-interval", "must be positive")
+	case o.kafka.Bootstrap == "" && (o.kafka.SASLMechanism != "" || o.kafka.TLS || o.kafka.CAFile != ""):
+		return o, src.Invalid("bootstrap", "is needed by --sasl-mechanism, --tls and --tls-ca-file")
 	}
+	o.kafka.ClientID = "kaas-operator"
 	if o.clusterDir == "" {
 		o.clusterDir = filepath.Join(o.data, "__cluster")
 	}

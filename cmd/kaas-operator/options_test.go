@@ -25,7 +25,15 @@ func TestParseFlags(t *testing.T) {
 	if abs, _ := filepath.Abs("cl"); o.clusterDir != abs || o.namespace != "apps" || o.pollInterval != 200*time.Millisecond || o.logFormat != "json" {
 		t.Fatalf("flags: %+v", o)
 	}
-	for _, bad := range [][]string{{"--log-format", "xml"}, {"--resync-interval", "0s"}, {"stray"}} {
+	t.Setenv("KAAS_SASL_MECHANISM", "SCRAM-SHA-512")
+	o, err = parseFlags([]string{"--bootstrap", "kaas:9092", "--sasl-username", "admin", "--sasl-password-file", "/pw"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := o.kafka; k.Bootstrap != "kaas:9092" || k.SASLMechanism != "SCRAM-SHA-512" || k.SASLUser != "admin" || k.SASLPasswordFile != "/pw" || k.ClientID != "kaas-operator" {
+		t.Fatalf("Kafka flags: %+v", k)
+	}
+	for _, bad := range [][]string{{"--log-format", "xml"}, {"--resync-interval", "0s"}, {"stray"}, {"--tls"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

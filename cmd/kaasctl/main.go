@@ -8,6 +8,8 @@
 //	kaasctl topics --admin https://127.0.0.1:9644 --admin-ca-file ca.crt --admin-token-file token
 //	kaasctl groups [list | describe GROUP] --bootstrap 127.0.0.1:9092
 //	kaasctl transactions [list | describe TXN_ID | producers TOPIC] --bootstrap 127.0.0.1:9092
+//	kaasctl acls [list | add | remove] --allow-principal User:alice --operation Read --topic orders --bootstrap 127.0.0.1:9092
+//	kaasctl quotas [list | set] --user alice --add producer_byte_rate=1048576 --bootstrap 127.0.0.1:9092
 //	kaasctl machines [KIND...] [-o mermaid|dot|markdown]
 package main
 
@@ -56,6 +58,11 @@ Commands:
   users list         users and their SCRAM mechanisms (never the keys)
   users delete NAME [--mechanism M]
                      remove a user's credentials
+  acls list|add|remove
+                     ACL bindings through the Kafka APIs, with kafka-acls.sh's flags
+                     (--allow-principal, --operation, --topic, ...; kaasctl acls for more; needs --bootstrap)
+  quotas list|set    client quotas through the Kafka APIs: --user/--client-id (or their
+                     -default), --add KEY=VALUE, --delete KEY (kaasctl quotas for more; needs --bootstrap)
   machines [KIND...]  every state machine drawn from its definition, with its retry and
                      resume edges: -o mermaid (default, stateDiagram-v2), -o dot (Graphviz),
                      -o markdown (docs/machines.md); needs no source
@@ -67,7 +74,9 @@ Sources (one of):
                      system's), --admin-server-name NAME (KAAS_ADMIN_SERVER_NAME) the name to verify
                      it for (default the URL's host); --admin-token-file FILE (KAAS_ADMIN_TOKEN_FILE)
                      sends its bearer token
-  --bootstrap H:P    ask a running cluster with a Kafka client (groups, transactions; KAAS_BOOTSTRAP)
+  --bootstrap H:P    ask a running cluster with a Kafka client (groups, transactions, acls, quotas;
+                     KAAS_BOOTSTRAP); acls and quotas also take --sasl-mechanism, --sasl-username,
+                     --sasl-password-file, --tls, --tls-ca-file (KAAS_SASL_*, KAAS_TLS*)
 
 Output: -o table (default) or -o json
 `
@@ -104,6 +113,12 @@ func run(args []string, out io.Writer) error {
 	}
 	if cmd == "users" {
 		return usersCmd(rest, out, os.Stdin)
+	}
+	if cmd == "acls" {
+		return aclsCmd(rest, out)
+	}
+	if cmd == "quotas" {
+		return quotasCmd(rest, out)
 	}
 	var sub []string
 	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {

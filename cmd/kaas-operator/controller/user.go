@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kaas-dev/kaas/cmd/internal/kafkaadmin"
 	"github.com/kaas-dev/kaas/cmd/kaas-operator/api/v1alpha1"
 	"github.com/kaas-dev/kaas/engine/auth"
 	"github.com/kaas-dev/kaas/volume"
@@ -26,7 +27,8 @@ import (
 
 // UserReconciler writes User resources' SCRAM credentials into the
 // credential files on the brokers' shared volume (engine/auth's store,
-// the same files kaasctl users set writes), and deletes them when the
+// the same files kaasctl users set writes), keeps their ACLs and quotas on
+// the cluster through the Kafka APIs, and deletes all of them when the
 // resource is deleted.
 type UserReconciler struct {
 	Client client.Client
@@ -46,6 +48,10 @@ type UserReconciler struct {
 	// Iterations of the SCRAM credentials written (default
 	// auth.DefaultIterations).
 	Iterations int
+	// Kafka reaches the cluster's Kafka APIs, as a super user, for the
+	// Users' ACLs and quotas; nil when the operator has no --bootstrap
+	// (a User that asks for ACLs or quotas is then not Ready).
+	Kafka kafkaadmin.Requester
 }
 
 // Reasons of a User's Ready condition.
@@ -108,6 +114,10 @@ func (r *UserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	secretName, nr := r.ensure(ctx, &u)
 	next := *u.Status.DeepCopy()
 	next.ObservedGeneration = u.Generation
+	var applied string
+	if nr == nil {
+		applied, nr = r.ensureKafka(ctx, &u, &next)
+	}
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: u.Generation}
 	if nr != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, nr.reason, truncate(nr.message, maxConditionMessage)
@@ -119,6 +129,9 @@ func (r *UserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		next.UserName, next.Mechanism, next.SecretName = UserName(&u), m.Name, secretName
 		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonCredentialWritten
 		cond.Message = fmt.Sprintf("the %s credential of %s is on the volume", m.Name, UserName(&u))
+		if applied != "" {
+			cond.Message += "; the cluster holds its " + applied
+		}
 	}
 	meta.SetStatusCondition(&next.Conditions, cond)
 	if !equality.Semantic.DeepEqual(next, u.Status) {
@@ -281,6 +294,9 @@ func (r *UserReconciler) finalize(ctx context.Context, u *v1alpha1.User) (ctrl.R
 		if existed {
 			r.event(u, corev1.EventTypeNormal, "CredentialDeleted", "Delete", fmt.Sprintf("%s credential of %s deleted", m.Name, user))
 		}
+	}
+	if err := r.removeKafka(ctx, u); err != nil {
+		return ctrl.Result{}, err
 	}
 	controllerutil.RemoveFinalizer(u, v1alpha1.UserFinalizer)
 	if err := r.Client.Update(ctx, u); err != nil {

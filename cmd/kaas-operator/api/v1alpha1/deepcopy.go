@@ -108,7 +108,30 @@ func (u *User) DeepCopyInto(out *User) {
 		ref := *u.Spec.PasswordSecretRef
 		out.Spec.PasswordSecretRef = &ref
 	}
+	if a := u.Spec.Authorization; a != nil {
+		cp := UserAuthorization{Type: a.Type}
+		if a.ACLs != nil {
+			cp.ACLs = make([]ACLRule, len(a.ACLs))
+			for i, r := range a.ACLs {
+				r.Operations = slices.Clone(r.Operations)
+				cp.ACLs[i] = r
+			}
+		}
+		out.Spec.Authorization = &cp
+	}
+	if q := u.Spec.Quotas; q != nil {
+		out.Spec.Quotas = &UserQuotas{ProducerByteRate: cloneInt64(q.ProducerByteRate),
+			ConsumerByteRate: cloneInt64(q.ConsumerByteRate), RequestPercentage: cloneInt64(q.RequestPercentage)}
+	}
 	u.Status.DeepCopyInto(&out.Status)
+}
+
+func cloneInt64(p *int64) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // DeepCopyInto copies s into out.

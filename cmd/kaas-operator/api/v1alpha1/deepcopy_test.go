@@ -37,8 +37,11 @@ func TestDeepCopySharesNothing(t *testing.T) {
 func TestUserDeepCopySharesNothing(t *testing.T) {
 	orig := &User{
 		ObjectMeta: metav1.ObjectMeta{Name: "alice", Finalizers: []string{UserFinalizer}},
-		Spec:       UserSpec{Mechanism: "SCRAM-SHA-256", PasswordSecretRef: &SecretKeyRef{Name: "s", Key: "k"}},
-		Status: UserStatus{SecretName: "s",
+		Spec: UserSpec{Mechanism: "SCRAM-SHA-256", PasswordSecretRef: &SecretKeyRef{Name: "s", Key: "k"},
+			Authorization: &UserAuthorization{Type: AuthorizationSimple, ACLs: []ACLRule{
+				{Resource: ACLRuleResource{Type: ACLResourceTopic, Name: "orders"}, Operations: []string{"Read", "Describe"}}}},
+			Quotas: &UserQuotas{ProducerByteRate: ptr(int64(1024)), ConsumerByteRate: ptr(int64(2048)), RequestPercentage: ptr(int64(50))}},
+		Status: UserStatus{SecretName: "s", ACLPrincipal: "User:alice", ACLs: 2, QuotaUser: "alice",
 			Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "CredentialWritten"}}},
 	}
 	list := &UserList{Items: []User{*orig}}
@@ -49,8 +52,15 @@ func TestUserDeepCopySharesNothing(t *testing.T) {
 	c := &cp.Items[0]
 	c.Finalizers[0] = "x"
 	c.Spec.PasswordSecretRef.Key = "other"
+	c.Spec.Authorization.ACLs[0].Operations[0] = "Write"
+	c.Spec.Authorization.ACLs[0].Resource.Name = "other"
+	*c.Spec.Quotas.ProducerByteRate = 1
+	*c.Spec.Quotas.ConsumerByteRate = 1
+	*c.Spec.Quotas.RequestPercentage = 1
 	c.Status.Conditions[0].Reason = "SecretNotFound"
 	if !reflect.DeepEqual(list.Items[0], *orig) {
 		t.Fatalf("changing the copy changed the original: %+v", list.Items[0])
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

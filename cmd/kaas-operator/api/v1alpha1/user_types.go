@@ -5,7 +5,7 @@ import (
 )
 
 // UserFinalizer holds a User resource until its credential is deleted from
-// the volume.
+// the volume (and its ACLs and quotas from the cluster).
 const UserFinalizer = "kaas.io/user-credential"
 
 // Defaults of a User.
@@ -34,6 +34,69 @@ type UserSpec struct {
 	// PasswordSecretRef names the Secret key holding the password; without
 	// it the operator generates a password into a Secret the User owns.
 	PasswordSecretRef *SecretKeyRef `json:"passwordSecretRef,omitempty"`
+	// Authorization, when set, is every ACL binding of the principal
+	// User:<userName>: the operator creates the missing ones and deletes
+	// the others (Strimzi's KafkaUser shape).
+	Authorization *UserAuthorization `json:"authorization,omitempty"`
+	// Quotas, when set, are the user entity's client quotas; a rate left
+	// out has none.
+	Quotas *UserQuotas `json:"quotas,omitempty"`
+}
+
+// ACL resource types, pattern types and rule types of a User's rules.
+const (
+	AuthorizationSimple = "simple"
+
+	ACLResourceTopic           = "topic"
+	ACLResourceGroup           = "group"
+	ACLResourceTransactionalID = "transactionalId"
+	ACLResourceCluster         = "cluster"
+
+	ACLPatternLiteral = "literal"
+	ACLPatternPrefix  = "prefix"
+
+	ACLRuleAllow = "allow"
+	ACLRuleDeny  = "deny"
+)
+
+// UserAuthorization is the user's ACLs.
+type UserAuthorization struct {
+	// Type is simple: Kafka's ACLs.
+	Type string    `json:"type"`
+	ACLs []ACLRule `json:"acls,omitempty"`
+}
+
+// ACLRule allows (or denies) operations on a resource from a host.
+type ACLRule struct {
+	Resource ACLRuleResource `json:"resource"`
+	// Operations: Read, Write, Create, Delete, Alter, Describe,
+	// ClusterAction, AlterConfigs, DescribeConfigs, IdempotentWrite, All.
+	Operations []string `json:"operations"`
+	// Host is the host the rule holds for (default *: every host).
+	Host string `json:"host,omitempty"`
+	// Type is allow (the default) or deny.
+	Type string `json:"type,omitempty"`
+}
+
+// ACLRuleResource is what an ACLRule is about.
+type ACLRuleResource struct {
+	// Type is topic, group, transactionalId or cluster.
+	Type string `json:"type"`
+	// Name is the resource's name, or its prefix; * is every resource of
+	// the type. The cluster has none.
+	Name string `json:"name,omitempty"`
+	// PatternType is literal (the default) or prefix.
+	PatternType string `json:"patternType,omitempty"`
+}
+
+// UserQuotas are Kafka's client quotas of the user.
+type UserQuotas struct {
+	// ProducerByteRate is producer_byte_rate, bytes per second.
+	ProducerByteRate *int64 `json:"producerByteRate,omitempty"`
+	// ConsumerByteRate is consumer_byte_rate, bytes per second.
+	ConsumerByteRate *int64 `json:"consumerByteRate,omitempty"`
+	// RequestPercentage is request_percentage, percent of one I/O thread.
+	RequestPercentage *int64 `json:"requestPercentage,omitempty"`
 }
 
 // SecretKeyRef is one key of a Secret in the User's namespace.
@@ -53,6 +116,13 @@ type UserStatus struct {
 	// SecretName is the Secret the password is read from (the generated
 	// one when the spec names none).
 	SecretName string `json:"secretName,omitempty"`
+	// ACLPrincipal is the principal whose ACLs the operator manages
+	// (set once spec.authorization was applied); ACLs how many bindings
+	// it holds.
+	ACLPrincipal string `json:"aclPrincipal,omitempty"`
+	ACLs         int32  `json:"acls,omitempty"`
+	// QuotaUser is the user entity whose quotas the operator manages.
+	QuotaUser string `json:"quotaUser,omitempty"`
 	// Conditions: Ready.
 	// +listType=map
 	// +listMapKey=type
