@@ -56,7 +56,7 @@ func FileName(e Entity, k Key) string {
 func Encode(q Quota) []byte {
 	s := stored{Key: string(q.Key), Value: q.Value}
 	for _, c := range q.Entity.Components() {
-		s.Entity = append(s.Entity, storedComponent{Type: c.Type, Name: c.Name})
+		s.Entity = append(s.Entity, storedComponent(c))
 	}
 	out, _ := json.Marshal(s)
 	return out
@@ -71,7 +71,7 @@ func Decode(en versioned.Entry) (Quota, error) {
 	}
 	comps := make([]Component, 0, len(s.Entity))
 	for _, c := range s.Entity {
-		comps = append(comps, Component{Type: c.Type, Name: c.Name})
+		comps = append(comps, Component(c))
 	}
 	e, err := EntityOf(comps)
 	if err != nil {
