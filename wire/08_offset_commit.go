@@ -21,6 +21,10 @@ package wire
 //   under: an ID that is not a live topic's (deleted, perhaps recreated
 //   with a new ID) gets UNKNOWN_TOPIC_ID and is not stored, so a commit
 //   made for an old incarnation never lands on the new one.
+// * With the authorizer on, READ on the group (else every partition gets
+//   GROUP_AUTHORIZATION_FAILED), then READ on each topic: the partitions
+//   of a topic the principal may not read get TOPIC_AUTHORIZATION_FAILED
+//   and are not stored, as Kafka answers.
 //
 // Version notes:
 // * v2-4: RetentionTimeMillis (ignored since Kafka 2.1, here too)
@@ -37,6 +41,12 @@ import (
 
 func handleOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.OffsetCommitRequest)
+	if !c.allowedGroup(kmsg.ACLOperationRead, req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		resp.Topics = commitErrors(req.Topics, groupAuthFailed)
+		r.finish(resp)
+		return
+	}
 	coord, err := c.s.eng.GroupCoordinator(req.Group)
 	if err != nil {
 		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
@@ -48,6 +58,7 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 	if req.Version >= 10 {
 		topics, unknownIDs = c.namedByID(req.Topics)
 	}
+	topics, denied := splitTopics(c, kmsg.ACLOperationRead, topics, func(t kmsg.OffsetCommitRequestTopic) string { return t.Topic })
 	known, unknown := c.splitKnownPartitions(topics)
 	c.async(r, func() {
 		sub := *req
@@ -55,6 +66,7 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 		resp := coord.OffsetCommit(c.ctx, &sub)
 		resp.Topics = append(resp.Topics, commitErrors(unknown, kerr.UnknownTopicOrPartition.Code)...)
 		resp.Topics = append(resp.Topics, commitErrors(unknownIDs, kerr.UnknownTopicID.Code)...)
+		resp.Topics = append(resp.Topics, commitErrors(denied, topicAuthFailed)...)
 		resp.Version = req.Version
 		r.finish(resp)
 	})

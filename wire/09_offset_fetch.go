@@ -9,6 +9,11 @@ package wire
 //   group's answer is converted to the older shape.
 // * A partition with no committed offset gets offset -1 and no error; no
 //   topics (v2+) means every partition the group committed.
+// * With the authorizer on, DESCRIBE on each group (else the group's
+//   GROUP_AUTHORIZATION_FAILED; before v2, on every partition asked), and
+//   DESCRIBE on each topic, as Kafka: an all-topics fetch leaves out the
+//   topics the principal may not describe, a named one answers their
+//   partitions TOPIC_AUTHORIZATION_FAILED (offset -1).
 //
 // Version notes:
 // * v2: top-level ErrorCode, null topics = all
@@ -68,13 +73,40 @@ func handleOffsetFetch(c *conn, kreq kmsg.Request, r *reply) {
 }
 
 func (c *conn) offsetFetch(g kmsg.OffsetFetchRequestGroup, requireStable bool) kmsg.OffsetFetchResponseGroup {
+	if !c.allowedGroup(kmsg.ACLOperationDescribe, g.Group) {
+		out := kmsg.NewOffsetFetchResponseGroup()
+		out.Group, out.ErrorCode = g.Group, groupAuthFailed
+		return out
+	}
 	coord, err := c.s.eng.GroupCoordinator(g.Group)
 	if err != nil {
 		out := kmsg.NewOffsetFetchResponseGroup()
 		out.Group, out.ErrorCode = g.Group, errorCode(err)
 		return out
 	}
-	out := coord.OffsetFetch(g, requireStable)
+	if g.Topics == nil {
+		out := coord.OffsetFetch(g, requireStable)
+		out.Group = g.Group
+		out.Topics, _ = splitTopics(c, kmsg.ACLOperationDescribe, out.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) string { return t.Topic })
+		return out
+	}
+	asked := len(g.Topics)
+	var denied []kmsg.OffsetFetchRequestGroupTopic
+	g.Topics, denied = splitTopics(c, kmsg.ACLOperationDescribe, g.Topics, func(t kmsg.OffsetFetchRequestGroupTopic) string { return t.Topic })
+	out := kmsg.NewOffsetFetchResponseGroup()
+	if len(g.Topics) > 0 || asked == 0 {
+		out = coord.OffsetFetch(g, requireStable)
+	}
 	out.Group = g.Group
+	for _, t := range denied {
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, topicAuthFailed
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
 	return out
 }

@@ -13,6 +13,10 @@ package wire
 //   clients retry.
 // * A transactional ID (key type 1) hashes to a coordinator shard like a
 //   group ID, and the shard's owner coordinates it too.
+// * With the authorizer on, each key needs DESCRIBE on its group (key
+//   type 0) or transactional ID (key type 1): else
+//   GROUP_AUTHORIZATION_FAILED or TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+//   with a message, for that key (v4 batches answer each key on its own).
 //
 // Version notes:
 // * v1: KeyType, ErrorMessage
@@ -49,6 +53,14 @@ func (c *conn) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorRes
 		co.ErrorCode = kerr.InvalidRequest.Code
 		msg := "unknown coordinator key type"
 		co.ErrorMessage = &msg
+		return co
+	}
+	if keyType == 0 && !c.allowedGroup(kmsg.ACLOperationDescribe, key) {
+		co.ErrorCode, co.ErrorMessage = groupAuthFailed, authMessage(groupDenied(kmsg.ACLOperationDescribe, key))
+		return co
+	}
+	if keyType == 1 && !c.allowedTxn(kmsg.ACLOperationDescribe, key) {
+		co.ErrorCode, co.ErrorMessage = txnAuthFailed, authMessage(txnDenied(kmsg.ACLOperationDescribe, key))
 		return co
 	}
 	b, err := c.s.eng.GroupCoordinatorBroker(key)

@@ -8,6 +8,8 @@ package wire
 //   the connection goes on reading (responses stay in request order).
 // * NOT_COORDINATOR when this broker does not own the group's shard,
 //   COORDINATOR_LOAD_IN_PROGRESS while it takes the shard over.
+// * With the authorizer on, READ on the group, else
+//   GROUP_AUTHORIZATION_FAILED.
 //
 // Version notes (handled by the coordinator):
 // * v4: member ID required on first join (KIP-394)
@@ -26,9 +28,13 @@ import (
 func handleJoinGroup(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.JoinGroupRequest)
 	coord, err := c.s.eng.GroupCoordinator(req.Group)
-	if err != nil {
+	denied := !c.allowedGroup(kmsg.ACLOperationRead, req.Group)
+	if denied || err != nil {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-		resp.ErrorCode, resp.Generation, resp.MemberID = errorCode(err), -1, req.MemberID
+		resp.ErrorCode, resp.Generation, resp.MemberID = groupAuthFailed, -1, req.MemberID
+		if !denied {
+			resp.ErrorCode = errorCode(err)
+		}
 		r.finish(resp)
 		return
 	}

@@ -5,6 +5,8 @@ package wire
 // Behavior:
 // * Routed to the group's coordinator. A group whose last member leaves
 //   becomes Empty, which is written to the shard's log before the answer.
+// * With the authorizer on, READ on the group, else
+//   GROUP_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v3: a batch of members, each by member ID or group instance ID
@@ -15,9 +17,13 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 func handleLeaveGroup(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.LeaveGroupRequest)
 	coord, err := c.s.eng.GroupCoordinator(req.Group)
-	if err != nil {
+	denied := !c.allowedGroup(kmsg.ACLOperationRead, req.Group)
+	if denied || err != nil {
 		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-		resp.ErrorCode = errorCode(err)
+		resp.ErrorCode = groupAuthFailed
+		if !denied {
+			resp.ErrorCode = errorCode(err)
+		}
 		r.finish(resp)
 		return
 	}

@@ -7,8 +7,11 @@ package wire
 //   coordinate gets NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS) in
 //   its own entry. An unknown group is described as Dead with no error, as
 //   Kafka does.
-// * Authorized operations (v3+), when asked for, are every group
-//   operation: kaas has no ACLs.
+// * With the authorizer on, DESCRIBE on each group, else
+//   GROUP_AUTHORIZATION_FAILED (with a message, v6) in its entry.
+// * Authorized operations (v3+, KIP-430), when asked for, are the group
+//   operations (READ, DESCRIBE, DELETE) the caller may perform on the
+//   group; all of them with the authorizer off.
 //
 // Version notes:
 // * v3: IncludeAuthorizedOperations; v4: member GroupInstanceID;
@@ -16,14 +19,18 @@ package wire
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-// groupOperations is READ, DELETE and DESCRIBE as a Kafka ACL operation
-// bit set (the operations a group has).
-const groupOperations = 1<<3 | 1<<6 | 1<<8
-
 func handleDescribeGroups(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, name := range req.Groups {
+		if !c.allowedGroup(kmsg.ACLOperationDescribe, name) {
+			g := kmsg.NewDescribeGroupsResponseGroup()
+			g.Group, g.ErrorCode = name, groupAuthFailed
+			g.ErrorMessage = authMessage(groupDenied(kmsg.ACLOperationDescribe, name))
+			g.AuthorizedOperations = authorizedOperationsUnasked
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		coord, err := c.s.eng.GroupCoordinator(name)
 		var g kmsg.DescribeGroupsResponseGroup
 		if err != nil {
@@ -33,9 +40,9 @@ func handleDescribeGroups(c *conn, kreq kmsg.Request, r *reply) {
 			g = coord.DescribeGroup(name)
 			g.Group = name
 		}
-		g.AuthorizedOperations = -2147483648 // not asked for
+		g.AuthorizedOperations = authorizedOperationsUnasked
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = groupOperations
+			g.AuthorizedOperations = c.authorizedOps(kmsg.ACLResourceTypeGroup, name, groupOps)
 		}
 		resp.Groups = append(resp.Groups, g)
 	}

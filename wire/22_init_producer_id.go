@@ -12,6 +12,10 @@ package wire
 //   older instance; an ongoing transaction is aborted first (the answer is
 //   CONCURRENT_TRANSACTIONS until the abort completes, and clients retry).
 //   The new epoch is durable in the shard's log before the answer.
+// * With the authorizer on, a transactional producer needs WRITE on its
+//   transactional ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an
+//   idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+//   (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v2: flexible
@@ -31,6 +35,11 @@ func handleInitProducerID(c *conn, kreq kmsg.Request, r *reply) {
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
 		txnID := *req.TransactionalID
+		if !c.allowedTxn(kmsg.ACLOperationWrite, txnID) {
+			resp.ErrorCode = txnAuthFailed
+			r.finish(resp)
+			return
+		}
 		if txnID == "" {
 			resp.ErrorCode = kerr.InvalidRequest.Code
 			r.finish(resp)
@@ -51,6 +60,11 @@ func handleInitProducerID(c *conn, kreq kmsg.Request, r *reply) {
 			}
 			r.finish(resp)
 		})
+		return
+	}
+	if !c.allowedCluster(kmsg.ACLOperationIdempotentWrite) && !c.allowedAnyOf(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic) {
+		resp.ErrorCode = clusterAuthFailed
+		r.finish(resp)
 		return
 	}
 	c.async(r, func() {

@@ -17,6 +17,14 @@ package wire
 //   authenticates clients, a principal that is not a broker's (nor a
 //   super user) gets the top-level CLUSTER_AUTHORIZATION_FAILED
 //   (interbroker.go).
+// * With the authorizer on, each transaction needs WRITE on its
+//   transactional ID (else every partition gets
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic: the
+//   partitions of a topic the principal may not write get
+//   TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED,
+//   nothing is added, as Kafka answers. A broker principal sending v4+ is
+//   trusted with the transactions it verifies for its own partitions (as
+//   Kafka's inter-broker principal, a super user there, is).
 //
 // Version notes:
 // * v2: PRODUCER_FENCED instead of INVALID_PRODUCER_EPOCH (KIP-588)
@@ -69,7 +77,13 @@ func handleAddPartitionsToTxn(c *conn, kreq kmsg.Request, r *reply) {
 func (c *conn) addPartitionsToTxn(v int16, tx kmsg.AddPartitionsToTxnRequestTransaction) kmsg.AddPartitionsToTxnResponseTransaction {
 	var parts []txns.TopicPartition
 	unknown := map[txns.TopicPartition]bool{}
+	checked := c.authzOn() && !(v >= 4 && c.fromBroker())
+	idDenied := checked && !c.allowedTxn(kmsg.ACLOperationWrite, tx.TransactionalID)
+	deniedTopics := map[string]bool{}
 	for _, t := range tx.Topics {
+		if checked && !idDenied && !c.allowedTopic(kmsg.ACLOperationWrite, t.Topic) {
+			deniedTopics[t.Topic] = true
+		}
 		n, ok := c.s.eng.TopicPartitions(t.Topic)
 		for _, p := range t.Partitions {
 			tp := txns.TopicPartition{Topic: t.Topic, Partition: p}
@@ -82,6 +96,19 @@ func (c *conn) addPartitionsToTxn(v int16, tx kmsg.AddPartitionsToTxnRequestTran
 	codes := make([]int16, len(parts))
 	tc, err := c.s.eng.TxnCoordinator(tx.TransactionalID)
 	switch {
+	case idDenied:
+		for i := range codes {
+			codes[i] = txnAuthFailed
+		}
+	case len(deniedTopics) > 0:
+		for i, tp := range parts {
+			codes[i] = kerr.OperationNotAttempted.Code
+			if deniedTopics[tp.Topic] {
+				codes[i] = topicAuthFailed
+			} else if unknown[tp] {
+				codes[i] = kerr.UnknownTopicOrPartition.Code
+			}
+		}
 	case err != nil:
 		for i := range codes {
 			codes[i] = errorCode(err)

@@ -7,6 +7,9 @@ package wire
 //   the ongoing transaction (its offset commits end with the transaction)
 //   and answers once that is durable. The client then sends
 //   TxnOffsetCommit to the group's coordinator.
+// * With the authorizer on, WRITE on the transactional ID (else
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (else
+//   GROUP_AUTHORIZATION_FAILED).
 //
 // Version notes:
 // * v2: PRODUCER_FENCED instead of INVALID_PRODUCER_EPOCH (KIP-588)
@@ -20,6 +23,16 @@ import (
 func handleAddOffsetsToTxn(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	if !c.allowedTxn(kmsg.ACLOperationWrite, req.TransactionalID) {
+		resp.ErrorCode = txnAuthFailed
+		r.finish(resp)
+		return
+	}
+	if !c.allowedGroup(kmsg.ACLOperationRead, req.Group) {
+		resp.ErrorCode = groupAuthFailed
+		r.finish(resp)
+		return
+	}
 	if req.Group == "" {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		r.finish(resp)

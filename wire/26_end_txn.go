@@ -9,6 +9,8 @@ package wire
 //   The coordinator then has a marker written by every partition's owner
 //   and completes the transaction; until it has, the producer's next
 //   transaction gets CONCURRENT_TRANSACTIONS, which clients retry.
+// * With the authorizer on, WRITE on the transactional ID, else
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v2: PRODUCER_FENCED instead of INVALID_PRODUCER_EPOCH (KIP-588)
@@ -24,6 +26,11 @@ import (
 func handleEndTxn(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	if !c.allowedTxn(kmsg.ACLOperationWrite, req.TransactionalID) {
+		resp.ErrorCode = txnAuthFailed
+		r.finish(resp)
+		return
+	}
 	tc, err := c.s.eng.TxnCoordinator(req.TransactionalID)
 	if err != nil {
 		resp.ErrorCode = errorCode(err)

@@ -10,6 +10,10 @@ package wire
 // * Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and are
 //   not stored, as for OffsetCommit.
 // * v3+ carries the member's generation and ID, fenced as OffsetCommit.
+// * With the authorizer on, as Kafka: WRITE on the transactional ID (else
+//   every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on
+//   the group (else GROUP_AUTHORIZATION_FAILED), then READ on each topic
+//   (its partitions TOPIC_AUTHORIZATION_FAILED, not stored).
 //
 // Version notes:
 // * v2: LeaderEpoch per partition
@@ -23,6 +27,12 @@ import (
 
 func handleTxnOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
+	if code := c.txnOffsetCommitRefusal(req); code != 0 {
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = txnCommitErrors(req.Topics, code)
+		r.finish(resp)
+		return
+	}
 	coord, err := c.s.eng.GroupCoordinator(req.Group)
 	if err != nil {
 		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
@@ -30,8 +40,9 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 		r.finish(resp)
 		return
 	}
+	topics, denied := splitTopics(c, kmsg.ACLOperationRead, req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) string { return t.Topic })
 	var known, unknown []kmsg.TxnOffsetCommitRequestTopic
-	for _, t := range req.Topics {
+	for _, t := range topics {
 		n, ok := c.s.eng.TopicPartitions(t.Topic)
 		kt, ut := t, t
 		kt.Partitions, ut.Partitions = nil, nil
@@ -54,6 +65,7 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 		sub.Topics = known
 		resp := coord.TxnOffsetCommit(c.ctx, &sub)
 		resp.Topics = append(resp.Topics, txnCommitErrors(unknown, kerr.UnknownTopicOrPartition.Code)...)
+		resp.Topics = append(resp.Topics, txnCommitErrors(denied, topicAuthFailed)...)
 		resp.Version = req.Version
 		for ti := range resp.Topics {
 			for pi := range resp.Topics[ti].Partitions {
@@ -63,6 +75,18 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 		}
 		r.finish(resp)
 	})
+}
+
+// txnOffsetCommitRefusal is the code every partition gets when the
+// principal may not use the transactional ID or the group; 0 if it may.
+func (c *conn) txnOffsetCommitRefusal(req *kmsg.TxnOffsetCommitRequest) int16 {
+	if !c.allowedTxn(kmsg.ACLOperationWrite, req.TransactionalID) {
+		return txnAuthFailed
+	}
+	if !c.allowedGroup(kmsg.ACLOperationRead, req.Group) {
+		return groupAuthFailed
+	}
+	return 0
 }
 
 // txnCommitErrors answers every partition of topics with code.

@@ -7,6 +7,8 @@ package wire
 //   group and its committed offsets (tombstones in the shard's log,
 //   durable before the answer): GROUP_ID_NOT_FOUND if there is no such
 //   group, NON_EMPTY_GROUP if it has members.
+// * With the authorizer on, DELETE on each group, else
+//   GROUP_AUTHORIZATION_FAILED in its entry.
 //
 // Version notes:
 // * v2: flexible
@@ -20,7 +22,9 @@ func handleDeleteGroups(c *conn, kreq kmsg.Request, r *reply) {
 		for _, name := range req.Groups {
 			g := kmsg.NewDeleteGroupsResponseGroup()
 			g.Group = name
-			if coord, err := c.s.eng.GroupCoordinator(name); err != nil {
+			if !c.allowedGroup(kmsg.ACLOperationDelete, name) {
+				g.ErrorCode = groupAuthFailed
+			} else if coord, err := c.s.eng.GroupCoordinator(name); err != nil {
 				g.ErrorCode = errorCode(err)
 			} else {
 				g.ErrorCode = coord.DeleteGroup(c.ctx, name)

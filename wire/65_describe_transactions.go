@@ -7,6 +7,8 @@ package wire
 //   ID and epoch, timeout, start time and partitions. Asked elsewhere,
 //   NOT_COORDINATOR (clients find the coordinator first); an unknown ID,
 //   TRANSACTIONAL_ID_NOT_FOUND.
+// * With the authorizer on, DESCRIBE on each transactional ID, else
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED in its entry.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,9 +19,13 @@ func handleDescribeTransactions(c *conn, kreq kmsg.Request, r *reply) {
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 	for _, id := range req.TransactionalIDs {
 		tc, err := c.s.eng.TxnCoordinator(id)
-		if err != nil {
+		denied := !c.allowedTxn(kmsg.ACLOperationDescribe, id)
+		if denied || err != nil {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
-			st.TransactionalID, st.ErrorCode = id, errorCode(err)
+			st.TransactionalID, st.ErrorCode = id, txnAuthFailed
+			if !denied {
+				st.ErrorCode = errorCode(err)
+			}
 			st.ProducerID, st.ProducerEpoch, st.StartTimestamp = -1, -1, -1
 			resp.TransactionStates = append(resp.TransactionStates, st)
 			continue

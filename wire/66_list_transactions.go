@@ -8,6 +8,8 @@ package wire
 //   filtered by state, producer ID and (v1, KIP-994) how long the
 //   transaction has been running. Unknown state names are listed back in
 //   UnknownStateFilters.
+// * With the authorizer on, only the transactional IDs the principal may
+//   DESCRIBE are listed, as Kafka.
 
 import (
 	"sort"
@@ -38,7 +40,11 @@ func handleListTransactions(c *conn, kreq kmsg.Request, r *reply) {
 	}
 	minDuration := time.Duration(req.DurationFilterMillis) * time.Millisecond
 	for _, tc := range c.s.eng.TxnCoordinators() {
-		resp.TransactionStates = append(resp.TransactionStates, tc.List(states, req.ProducerIDFilters, minDuration)...)
+		for _, st := range tc.List(states, req.ProducerIDFilters, minDuration) {
+			if c.allowedTxn(kmsg.ACLOperationDescribe, st.TransactionalID) {
+				resp.TransactionStates = append(resp.TransactionStates, st)
+			}
+		}
 	}
 	sort.Slice(resp.TransactionStates, func(i, j int) bool {
 		return resp.TransactionStates[i].TransactionalID < resp.TransactionStates[j].TransactionalID

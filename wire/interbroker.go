@@ -8,10 +8,13 @@ import (
 // Inter-broker-only APIs are those only a broker sends another:
 // WriteTxnMarkers, and AddPartitionsToTxn v4+ (the batched and verify-only
 // form of KIP-890; clients send v3 and below). Kafka authorizes them as
-// CLUSTER_ACTION on the cluster. Once this broker authenticates clients
-// (Config.BrokerPrincipals is set), a connection whose principal is not a
-// broker's is answered CLUSTER_AUTHORIZATION_FAILED and nothing is done;
-// a broker that authenticates nobody serves them to anyone, as before.
+// CLUSTER_ACTION on the cluster. With the authorizer on, a broker
+// principal (Config.BrokerPrincipals) or a principal with CLUSTER_ACTION
+// on the cluster may send them; with it off, once this broker
+// authenticates clients (Config.BrokerPrincipals is set), only a broker
+// principal may. Any other is answered CLUSTER_AUTHORIZATION_FAILED and
+// nothing is done; a broker without an authorizer that authenticates
+// nobody serves them to anyone, as before.
 
 // interBrokerOnly reports whether req is an inter-broker-only request.
 func interBrokerOnly(req kmsg.Request) bool {
@@ -45,13 +48,10 @@ func (c *conn) principalName() string {
 // interBrokerRefusal is the answer to req when it is inter-broker-only and
 // the connection's principal may not send it; nil when req is served.
 func (c *conn) interBrokerRefusal(req kmsg.Request) kmsg.Response {
-	if len(c.s.brokerPrincipals) == 0 || !interBrokerOnly(req) {
+	if !interBrokerOnly(req) || c.interBrokerAllowed() {
 		return nil
 	}
 	p := c.principalName()
-	if c.s.brokerPrincipals[p] {
-		return nil
-	}
 	c.s.log.V(1).Info("refused an inter-broker request from a principal that is not a broker's",
 		"remote", c.nc.RemoteAddr().String(), "listener", c.listener.Name, "principal", p, "api", kmsg.NameForKey(req.Key()))
 	return clusterRefusal(req)
