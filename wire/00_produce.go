@@ -39,6 +39,12 @@ package wire
 //   transaction nobody will end. Coordinator errors become the retriable
 //   NOT_ENOUGH_REPLICAS, as Kafka answers; a partition not in the
 //   transaction, INVALID_TXN_STATE; an old epoch, INVALID_PRODUCER_EPOCH.
+// * Authorization (Kafka's): a request with transactional batches needs
+//   WRITE on its transactional ID, else every partition is
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is written. Each
+//   topic needs WRITE (one check per topic), else its partitions are
+//   TOPIC_AUTHORIZATION_FAILED; auto-creation needs CREATE on the cluster
+//   or the topic, else the topic stays unknown.
 //
 // Version notes:
 // * v3: transactional ID
@@ -76,6 +82,10 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 		r.finish(invalidAcksResponse(c, req, resp))
 		return
 	}
+	if c.authzOn() && !c.allowedTxnRecords(req) {
+		r.finish(txnDeniedProduceResponse(req, resp))
+		return
+	}
 	// A compressed batch may inflate to at most what one request may carry
 	// uncompressed: a bomb costs no more than a plain request.
 	limit := int(c.s.cfg.MaxFrameBytes)
@@ -87,6 +97,11 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 		*st = kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		// One check per topic, not per partition or record.
+		var denied error
+		if !c.allowedTopic(kmsg.ACLOperationWrite, rt.Topic) {
+			denied = topicDeniedError(kmsg.ACLOperationWrite, rt.Topic)
+		}
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
 			sp := &st.Partitions[pi]
@@ -98,9 +113,14 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 					sp.ErrorMessage = errMessage(err)
 				}
 			}
+			if denied != nil {
+				sp.BaseOffset = -1
+				setErr(denied)
+				continue
+			}
 			part, err := eng.Partition(rt.Topic, rp.Partition)
 			if errors.Is(err, engine.ErrUnknownTopic) {
-				if _, known := eng.Topic(rt.Topic); !known && eng.AutoCreateEnabled() {
+				if _, known := eng.Topic(rt.Topic); !known && eng.AutoCreateEnabled() && c.mayAutoCreate(rt.Topic) {
 					if cerr := eng.AutoCreate(rt.Topic); cerr != nil {
 						err = cerr
 					}

@@ -34,6 +34,9 @@ package wire
 //   one incarnation are never answered for another. (franz-go keeps a
 //   cursor's topic ID for good: on a new ID in metadata it stops and its
 //   fetches fail UNKNOWN_TOPIC_ID until the topic is purged and re-added.)
+// * Authorization (Kafka's, for consumers): READ on each topic, else its
+//   partitions are TOPIC_AUTHORIZATION_FAILED (answered at once). kaas has
+//   no follower fetches, so none needs CLUSTER_ACTION.
 //
 // Version notes:
 // * v4: isolation level, LastStableOffset, AbortedTransactions
@@ -72,12 +75,16 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 		// for; routing changes through the engine.
 		w := &fetchWatch{wake: make(chan struct{}, 1)}
 		defer w.stop()
+		var readable func(string) bool // nil: every topic
+		if c.authzOn() {
+			readable = func(topic string) bool { return c.allowedTopic(kmsg.ACLOperationRead, topic) }
+		}
 		for {
 			changed := c.s.eng.Changed()
 			var resp *kmsg.FetchResponse
 			var n int
 			var errs bool
-			resp, refs, n, errs = c.s.fetchOnce(req, refs[:0], w)
+			resp, refs, n, errs = c.s.fetchOnce(req, refs[:0], w, readable)
 			left := time.Until(deadline)
 			if n >= int(req.MinBytes) || errs || left <= 0 {
 				// The writer sends the refs' file ranges, then releases them
@@ -142,7 +149,7 @@ func releaseRefs(refs []partlog.Ref) {
 // writer sends with sendfile where it can (appendFetchResponse, writePieces)
 // and then releases. It reports the bytes of records in the answer and
 // whether any partition carries an error (answered at once, like Kafka).
-func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchWatch) (*kmsg.FetchResponse, []partlog.Ref, int, bool) {
+func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchWatch, readable func(string) bool) (*kmsg.FetchResponse, []partlog.Ref, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	remaining := int(s.cfg.FetchMaxBytes)
 	if req.MaxBytes > 0 {
@@ -162,14 +169,18 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchW
 		if req.Version >= 13 {
 			st.Topic, id, known = s.topicByID(rt.TopicID)
 		}
+		denied := known && readable != nil && !readable(st.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-			if !known {
+			if !known || denied {
 				sp.ErrorCode = kerr.UnknownTopicID.Code
+				if denied {
+					sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				}
 				refs = append(refs, partlog.Ref{})
 				anyErr = true
 				st.Partitions = append(st.Partitions, sp)

@@ -14,6 +14,8 @@ package wire
 //   bear its append time. A stored batch that cannot be decoded answers
 //   its base offset (before any matching record, never after).
 // * No match: offset -1, timestamp -1, as Kafka.
+// * Authorization (Kafka's): DESCRIBE on each topic, else its partitions
+//   are TOPIC_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v2: isolation level
@@ -31,11 +33,18 @@ func handleListOffsets(c *conn, kreq kmsg.Request, r *reply) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		var denied error
+		if !c.allowedTopic(kmsg.ACLOperationDescribe, rt.Topic) {
+			denied = topicDeniedError(kmsg.ACLOperationDescribe, rt.Topic)
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			part, err := c.s.eng.Partition(rt.Topic, rp.Partition)
+			if denied != nil {
+				err = denied
+			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)

@@ -26,6 +26,13 @@ package wire
 // * Unknown topics are created with the defaults when the broker allows it
 //   (--auto-create-topics) and the request does too; the answer waits
 //   briefly for the new partitions to be served.
+// * Authorization (Kafka's): a topic needs DESCRIBE. All-topics requests
+//   leave the others out; a named one is TOPIC_AUTHORIZATION_FAILED (its
+//   existence is not disclosed; by ID, the ID is answered). Auto-creation
+//   needs CREATE on the cluster or the topic, else the topic is
+//   TOPIC_AUTHORIZATION_FAILED. Authorized operations (KIP-430): the
+//   topic's when IncludeTopicAuthorizedOperations, the cluster's when
+//   IncludeClusterAuthorizedOperations (v8-10), else -2147483648.
 //
 // Version notes:
 // * v1: a null topic list means all topics (v0: an empty list does)
@@ -46,11 +53,12 @@ import (
 
 func handleMetadata(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.MetadataRequest)
-	c.async(r, func() { r.finish(c.s.metadata(c.ctx, req, r.zone, c.listener)) })
+	c.async(r, func() { r.finish(c.s.metadata(c.ctx, c, req, r.zone, c.listener)) })
 }
 
-func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone string, l *Listener) *kmsg.MetadataResponse {
+func (s *Server) metadata(ctx context.Context, c *conn, req *kmsg.MetadataRequest, zone string, l *Listener) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	defer c.metadataAuthorizedOps(req, resp)
 	brokers := l.brokers(s.eng)
 	for _, bi := range brokers {
 		b := kmsg.NewMetadataResponseBroker()
@@ -82,20 +90,31 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 			views = s.eng.Topics()
 		}
 		for _, v := range views {
-			if !v.Spec.Deleted {
+			if !v.Spec.Deleted && c.allowedTopic(kmsg.ACLOperationDescribe, v.Spec.Name) {
 				resp.Topics = append(resp.Topics, s.metadataTopic(v))
 			}
 		}
-		resp.Topics = append(resp.Topics, s.offsetsTopic())
+		if c.allowedTopic(kmsg.ACLOperationDescribe, engine.OffsetsTopic) {
+			resp.Topics = append(resp.Topics, s.offsetsTopic())
+		}
 		return resp
 	}
 	allowAuto := req.Version < 4 || req.AllowAutoTopicCreation
 	var created, coming []string
+	var createDenied map[string]bool // DESCRIBE but not CREATE, to be auto-created
 	for _, rt := range req.Topics {
 		if rt.Topic == nil {
 			// Named by ID (v10+).
 			id := uuid.UUID(rt.TopicID).String()
 			if v, ok := s.eng.TopicByID(id); ok && !v.Spec.Deleted {
+				if !c.allowedTopic(kmsg.ACLOperationDescribe, v.Spec.Name) {
+					// Topic IDs are not secret: Kafka answers the ID denied.
+					t := kmsg.NewMetadataResponseTopic()
+					t.TopicID = rt.TopicID
+					t.ErrorCode = kerr.TopicAuthorizationFailed.Code
+					resp.Topics = append(resp.Topics, t)
+					continue
+				}
 				resp.Topics = append(resp.Topics, s.metadataTopic(v))
 				continue
 			}
@@ -106,7 +125,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 			continue
 		}
 		name := *rt.Topic
-		if name == engine.OffsetsTopic {
+		if name == engine.OffsetsTopic || !c.allowedTopic(kmsg.ACLOperationDescribe, name) {
 			continue
 		}
 		if v, ok := s.eng.KnownTopic(name); ok {
@@ -119,6 +138,13 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 			continue
 		}
 		if allowAuto && s.eng.AutoCreateEnabled() {
+			if !c.mayCreateTopic(name) {
+				if createDenied == nil {
+					createDenied = map[string]bool{}
+				}
+				createDenied[name] = true
+				continue
+			}
 			if err := s.eng.AutoCreate(name); err == nil {
 				created = append(created, name)
 			} else {
@@ -141,6 +167,15 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, zone s
 			continue
 		}
 		name := *rt.Topic
+		if !c.allowedTopic(kmsg.ACLOperationDescribe, name) || createDenied[name] {
+			// Whether the topic exists is not disclosed.
+			t := kmsg.NewMetadataResponseTopic()
+			t.Topic = rt.Topic
+			t.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			t.IsInternal = name == engine.OffsetsTopic
+			resp.Topics = append(resp.Topics, t)
+			continue
+		}
 		if name == engine.OffsetsTopic {
 			resp.Topics = append(resp.Topics, s.offsetsTopic())
 			continue

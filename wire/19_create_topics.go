@@ -17,6 +17,10 @@ package wire
 // * Configs are validated; keys kaas does not know, and values it cannot
 //   honour, get INVALID_CONFIG with a message.
 // * ValidateOnly checks everything and writes nothing.
+// * Authorization (Kafka's): CREATE on the cluster or on the topic, else
+//   TOPIC_AUTHORIZATION_FAILED with a message. Without DESCRIBE_CONFIGS on
+//   the topic the answer hides its configs, partitions and replication
+//   factor (-1), with TOPIC_AUTHORIZATION_FAILED as the config error.
 //
 // Version notes:
 // * v1: ErrorMessage; ValidateOnly
@@ -55,6 +59,8 @@ func handleCreateTopics(c *conn, kreq kmsg.Request, r *reply) {
 			switch {
 			case seen[t.Topic] > 1:
 				setErr(kerr.InvalidRequest.Code, "topic "+t.Topic+" appears more than once in the request")
+			case !c.mayCreateTopic(t.Topic):
+				setErr(kerr.TopicAuthorizationFailed.Code, topicDenied(kmsg.ACLOperationCreate, t.Topic))
 			case len(t.ReplicaAssignment) > 0 && (t.NumPartitions != -1 || t.ReplicationFactor != -1):
 				setErr(kerr.InvalidRequest.Code, "both numPartitions or replicationFactor and replicasAssignments were set: both cannot be used at the same time")
 			case t.ReplicationFactor == 0 || t.ReplicationFactor < -1:
@@ -94,6 +100,11 @@ func handleCreateTopics(c *conn, kreq kmsg.Request, r *reply) {
 					st.TopicID = id
 				}
 				st.Configs = topicConfigEntries(spec)
+				if !c.allowedTopic(kmsg.ACLOperationDescribeConfigs, t.Topic) {
+					// Kafka hides what DESCRIBE_CONFIGS would show.
+					st.Configs, st.NumPartitions, st.ReplicationFactor = nil, -1, -1
+					st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+				}
 				if !req.ValidateOnly {
 					created = append(created, spec.Name)
 				}

@@ -8,6 +8,10 @@ package wire
 //   directory renamed aside, trash removed, desired state forgotten).
 // * The answer waits up to the request's timeout for the machine to end;
 //   past it the answer is REQUEST_TIMED_OUT while the delete goes on.
+// * Authorization (Kafka's): DELETE on the topic, checked before the topic
+//   is looked up (TOPIC_AUTHORIZATION_FAILED, never UNKNOWN_TOPIC_OR_PARTITION
+//   for a principal that may not delete it); a topic named by ID also
+//   needs DESCRIBE, else its name is not answered.
 //
 // Version notes:
 // * v4: flexible
@@ -67,7 +71,21 @@ func handleDeleteTopics(c *conn, kreq kmsg.Request, r *reply) {
 					continue
 				}
 				name = v.Spec.Name
+				if !c.allowedTopic(kmsg.ACLOperationDescribe, name) {
+					// Named by ID: the name is not disclosed.
+					st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+					st.ErrorMessage = errMessage(topicDeniedError(kmsg.ACLOperationDescribe, uuid.UUID(t.id).String()))
+					resp.Topics = append(resp.Topics, st)
+					continue
+				}
 				st.Topic = &name
+			}
+			if !c.allowedTopic(kmsg.ACLOperationDelete, name) {
+				// Before the topic is looked up: whether it exists is not disclosed.
+				st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.ErrorMessage = errMessage(topicDeniedError(kmsg.ACLOperationDelete, name))
+				resp.Topics = append(resp.Topics, st)
+				continue
 			}
 			spec, err := c.s.eng.DeleteTopic(name)
 			if err != nil {

@@ -11,6 +11,8 @@ package wire
 // * CurrentLeaderEpoch older than ours: FENCED_LEADER_EPOCH; newer:
 //   UNKNOWN_LEADER_EPOCH. A partition this broker does not serve:
 //   NOT_LEADER_OR_FOLLOWER; an unknown one: UNKNOWN_TOPIC_OR_PARTITION.
+// * Authorization (Kafka's, for clients): DESCRIBE on each topic, else its
+//   partitions are TOPIC_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v2: CurrentLeaderEpoch, ThrottleMillis (v0-1 are gone since Kafka 4.0)
@@ -18,6 +20,7 @@ package wire
 // * v4: flexible
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -27,12 +30,15 @@ func handleOffsetForLeaderEpoch(c *conn, kreq kmsg.Request, r *reply) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		describable := c.allowedTopic(kmsg.ACLOperationDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			part, err := c.s.eng.Partition(rt.Topic, rp.Partition)
-			if err != nil {
+			if !describable {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else if code := epochCheck(rp.CurrentLeaderEpoch, part.Epoch()); code != 0 {
 				sp.ErrorCode = code

@@ -24,6 +24,10 @@ package wire
 // * Unknown topics: UNKNOWN_TOPIC_OR_PARTITION; invalid topic names:
 //   INVALID_TOPIC_EXCEPTION; other resource types (broker loggers, client
 //   metrics, groups): INVALID_REQUEST with a message.
+// * Authorization (Kafka's): DESCRIBE_CONFIGS on the topic
+//   (TOPIC_AUTHORIZATION_FAILED), or on the cluster for a broker or broker
+//   logger resource (CLUSTER_AUTHORIZATION_FAILED), with a message;
+//   checked before the resource is looked up.
 //
 // Version notes:
 // * v1: IncludeSynonyms, Source
@@ -75,6 +79,9 @@ func handleDescribeConfigs(c *conn, kreq kmsg.Request, r *reply) {
 
 // describeResource lists a topic's or this broker's configs.
 func (c *conn) describeResource(typ kmsg.ConfigResourceType, name string) ([]desired.ConfigEntry, error) {
+	if err := c.configsAllowed(kmsg.ACLOperationDescribeConfigs, typ, name); err != nil {
+		return nil, err
+	}
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
 		spec, err := c.s.eng.TopicSpecNow(name)
@@ -178,6 +185,9 @@ func (c *conn) alterResourceCheck(typ kmsg.ConfigResourceType, name string, keys
 			return invalid("error due to duplicate config keys: %s", k)
 		}
 		seen[k] = true
+	}
+	if err := c.configsAllowed(kmsg.ACLOperationAlterConfigs, typ, name); err != nil {
+		return err
 	}
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:

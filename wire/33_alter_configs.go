@@ -14,6 +14,9 @@ package wire
 //   any broker config is INVALID_REQUEST ("cannot update these configs
 //   dynamically", as Kafka answers for static configs); an empty list
 //   succeeds. Other resource types: INVALID_REQUEST.
+// * Authorization (Kafka's): ALTER_CONFIGS on the topic
+//   (TOPIC_AUTHORIZATION_FAILED), or on the cluster for a broker resource
+//   (CLUSTER_AUTHORIZATION_FAILED), with a message.
 // * A resource named twice is INVALID_REQUEST. ValidateOnly checks
 //   everything and writes nothing.
 //

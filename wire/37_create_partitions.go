@@ -15,6 +15,8 @@ package wire
 //   else INVALID_REPLICA_ASSIGNMENT (as Kafka). A topic named twice is
 //   INVALID_REQUEST; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 // * ValidateOnly checks everything and writes nothing.
+// * Authorization (Kafka's): ALTER on the topic, checked before the topic
+//   is looked up, else TOPIC_AUTHORIZATION_FAILED with a message.
 //
 // Version notes:
 // * v1: same as v0 (throttling after the answer)
@@ -45,13 +47,16 @@ func handleCreatePartitions(c *conn, kreq kmsg.Request, r *reply) {
 				st.ErrorCode = code
 				st.ErrorMessage = &msg
 			}
+			alterable := c.allowedTopic(kmsg.ACLOperationAlter, t.Topic)
 			var malformed string
-			if len(t.Assignment) > 0 {
+			if len(t.Assignment) > 0 && alterable {
 				malformed = c.s.malformedNewAssignment(t)
 			}
 			switch {
 			case seen[t.Topic] > 1:
 				setErr(kerr.InvalidRequest.Code, "duplicate topic in request: "+t.Topic)
+			case !alterable:
+				setErr(kerr.TopicAuthorizationFailed.Code, topicDenied(kmsg.ACLOperationAlter, t.Topic))
 			case malformed != "":
 				setErr(kerr.InvalidReplicaAssignment.Code, malformed)
 			default:

@@ -16,6 +16,9 @@ package wire
 // * Broker resources: kaas brokers are configured by flags, so any change
 //   is INVALID_REQUEST ("cannot update these configs dynamically"); an
 //   empty list succeeds. Other resource types: INVALID_REQUEST.
+// * Authorization (Kafka's): ALTER_CONFIGS on the topic
+//   (TOPIC_AUTHORIZATION_FAILED), or on the cluster for a broker resource
+//   (CLUSTER_AUTHORIZATION_FAILED), with a message.
 // * A resource named twice is INVALID_REQUEST. ValidateOnly checks
 //   everything and writes nothing.
 //

@@ -13,8 +13,8 @@ package wire
 // * More than 1000 users in one request is INVALID_REQUEST for the
 //   request; a credential store that cannot be read fails the request
 //   with its error.
-// * Kafka asks DESCRIBE on CLUSTER; kaas has no authorizer yet, and Kafka
-//   with no authorizer allows every request, so every client may describe.
+// * Authorization (Kafka's): DESCRIBE on the cluster, else the request is
+//   CLUSTER_AUTHORIZATION_FAILED, with a message.
 
 import (
 	"fmt"
@@ -30,9 +30,12 @@ func handleDescribeUserScramCredentials(c *conn, kreq kmsg.Request, r *reply) {
 	c.async(r, func() {
 		resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 		var err error
-		if len(req.Users) == 0 {
+		switch {
+		case !c.allowedCluster(kmsg.ACLOperationDescribe):
+			err = clusterDeniedError(kmsg.ACLOperationDescribe)
+		case len(req.Users) == 0:
 			resp.Results, err = describeAllScramUsers(c.s.eng.ListCredentials)
-		} else {
+		default:
 			resp.Results, err = describeScramUsers(req.Users, c.s.eng.LoadCredential)
 		}
 		if err != nil {

@@ -21,8 +21,8 @@ package wire
 // * One result a user, in the order users first appear (deletions, then
 //   upsertions). More than 1000 alterations in one request are all
 //   INVALID_REQUEST and nothing is written.
-// * Kafka asks ALTER on CLUSTER; kaas has no authorizer yet, and Kafka
-//   with no authorizer allows every request, so every client may alter.
+// * Authorization (Kafka's): ALTER on the cluster, else every user of the
+//   request is CLUSTER_AUTHORIZATION_FAILED, with a message.
 
 import (
 	"fmt"
@@ -37,6 +37,11 @@ func handleAlterUserScramCredentials(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	c.async(r, func() {
 		resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+		if !c.allowedCluster(kmsg.ACLOperationAlter) {
+			resp.Results = refusedScramAlterations(req, clusterDeniedError(kmsg.ACLOperationAlter))
+			r.finish(resp)
+			return
+		}
 		resp.Results = alterScramCredentials(req, c.s.eng)
 		r.finish(resp)
 	})
@@ -149,4 +154,16 @@ func applyScramAlteration(a *scramAlteration, store credentialStore) error {
 		return &codedError{code: kerr.UnacceptableCredential.Code, err: err}
 	}
 	return store.SaveCredential(cred) // its error names the user and mechanism
+}
+
+// refusedScramAlterations answers every user of the request err.
+func refusedScramAlterations(req *kmsg.AlterUserSCRAMCredentialsRequest, err error) []kmsg.AlterUserSCRAMCredentialsResponseResult {
+	alts := collectScramAlterations(req)
+	out := make([]kmsg.AlterUserSCRAMCredentialsResponseResult, 0, len(alts))
+	for _, a := range alts {
+		res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		res.User, res.ErrorCode, res.ErrorMessage = a.user, errorCode(err), errMessage(err)
+		out = append(out, res)
+	}
+	return out
 }

@@ -6,6 +6,10 @@ package wire
 // * The live brokers seen in heartbeats (zone as rack), the cluster ID, and
 //   the controller as Metadata names it (in the client's zone if it names
 //   one).
+// * Authorization, as Kafka's: any principal may describe the brokers;
+//   IncludeClusterAuthorizedOperations answers the operations it may
+//   perform on the cluster (KIP-430; none without DESCRIBE on it),
+//   -2147483648 when not asked.
 //
 // Version notes:
 // * v1: EndpointType; only brokers (1) are described, controllers (2) get
@@ -27,6 +31,10 @@ func handleDescribeCluster(c *conn, kreq kmsg.Request, r *reply) {
 		return
 	}
 	resp.EndpointType = 1
+	resp.ClusterAuthorizedOperations = notAskedOps
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = c.clusterAuthorizedOps()
+	}
 	resp.ClusterID = c.s.eng.ClusterID()
 	brokers := c.listener.brokers(c.s.eng)
 	resp.ControllerID = c.listener.controller(c.s.eng, r.zone, brokers)

@@ -8,8 +8,8 @@ package wire
 //   timestamp, the coordinator epoch of its last marker, and the first
 //   offset of its open transaction (-1 if none). Other brokers answer
 //   NOT_LEADER_OR_FOLLOWER, as Kafka (clients ask the leader).
-// * With the authorizer on, READ on each topic, else its partitions get
-//   TOPIC_AUTHORIZATION_FAILED with a message.
+// * Authorization (Kafka's): READ on the topic, else its partitions are
+//   TOPIC_AUTHORIZATION_FAILED, with a message.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,16 +21,17 @@ func handleDescribeProducers(c *conn, kreq kmsg.Request, r *reply) {
 	for _, t := range req.Topics {
 		rt := kmsg.NewDescribeProducersResponseTopic()
 		rt.Topic = t.Topic
-		readable := c.allowedTopic(kmsg.ACLOperationRead, t.Topic)
+		var denied error
+		if !c.allowedTopic(kmsg.ACLOperationRead, t.Topic) {
+			denied = topicDeniedError(kmsg.ACLOperationRead, t.Topic)
+		}
 		for _, p := range t.Partitions {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = p
-			if !readable {
-				rp.ErrorCode, rp.ErrorMessage = topicAuthFailed, authMessage(topicDenied(kmsg.ACLOperationRead, t.Topic))
-				rt.Partitions = append(rt.Partitions, rp)
-				continue
-			}
 			part, err := c.s.eng.Partition(t.Topic, p)
+			if denied != nil {
+				err = denied
+			}
 			if err != nil {
 				rp.ErrorCode, rp.ErrorMessage = errorCode(err), errMessage(err)
 			} else {
