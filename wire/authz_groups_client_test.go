@@ -17,7 +17,7 @@ import (
 // GROUP_AUTHORIZATION_FAILED surfaced from its polls; once READ on the
 // group is granted, the same user consumes.
 func TestAuthzFranzGroupConsumer(t *testing.T) {
-	b := startAuthzBroker(t, nil)
+	b := startReadyAuthzBroker(t)
 	admin := b.as(t, "admin")
 	if resp := admin.do(createTopicsReq(7, false, "fgc", 1, nil)).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("create fgc: %d", resp.Topics[0].ErrorCode)

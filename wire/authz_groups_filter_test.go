@@ -42,7 +42,7 @@ func initProducer(c *rawConn, txnID *string) int16 {
 // TestAuthzIdempotentProducer: an idempotent producer needs
 // IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
 func TestAuthzIdempotentProducer(t *testing.T) {
-	b := startAuthzBroker(t, nil)
+	b := startReadyAuthzBroker(t)
 	cluster, topic := kmsg.ACLResourceTypeCluster, kmsg.ACLResourceTypeTopic
 	idem, write, read := kmsg.ACLOperationIdempotentWrite, kmsg.ACLOperationWrite, kmsg.ACLOperationRead
 	for _, tc := range []struct {
@@ -79,7 +79,7 @@ func TestAuthzIdempotentProducer(t *testing.T) {
 // DESCRIBE on the cluster and only the groups it may DESCRIBE to another;
 // ListTransactions only the transactional IDs it may DESCRIBE.
 func TestAuthzListFilters(t *testing.T) {
-	b := startAuthzBroker(t, nil)
+	b := startReadyAuthzBroker(t)
 	admin := b.as(t, "admin")
 	if resp := admin.do(createTopicsReq(7, false, "lf", 1, nil)).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("create lf: %d", resp.Topics[0].ErrorCode)
@@ -139,7 +139,7 @@ func TestAuthzListFilters(t *testing.T) {
 // the caller's real rights on the group, implied DESCRIBE included; a
 // group it may not describe gets GROUP_AUTHORIZATION_FAILED.
 func TestAuthzDescribeGroupsOperations(t *testing.T) {
-	b := startAuthzBroker(t, nil)
+	b := startReadyAuthzBroker(t)
 	group := kmsg.ACLResourceTypeGroup
 	createACLs(t, b,
 		authzBinding("User:alice", allow, group, lit, "dgo", kmsg.ACLOperationRead),
@@ -182,7 +182,7 @@ func TestAuthzDescribeGroupsOperations(t *testing.T) {
 // topics the principal may not describe; a named one answers them
 // TOPIC_AUTHORIZATION_FAILED with offset -1.
 func TestAuthzOffsetFetchTopics(t *testing.T) {
-	b := startAuthzBroker(t, nil)
+	b := startReadyAuthzBroker(t)
 	admin := b.as(t, "admin")
 	for _, topic := range []string{"oft-x", "oft-y"} {
 		if resp := admin.do(createTopicsReq(7, false, topic, 1, nil)).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
@@ -234,7 +234,7 @@ func TestAuthzOffsetFetchTopics(t *testing.T) {
 // request: its partitions get TOPIC_AUTHORIZATION_FAILED, the others
 // OPERATION_NOT_ATTEMPTED, as Kafka answers.
 func TestAuthzAddPartitionsNotAttempted(t *testing.T) {
-	b := startAuthzBroker(t, nil)
+	b := startReadyAuthzBroker(t)
 	admin := b.as(t, "admin")
 	for _, topic := range []string{"apn-x", "apn-y"} {
 		if resp := admin.do(createTopicsReq(7, false, topic, 1, nil)).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
@@ -266,7 +266,7 @@ func TestAuthzAddPartitionsNotAttempted(t *testing.T) {
 // TestAuthzFindCoordinatorMessage: a denied key is answered with Kafka's
 // code and a message naming the resource.
 func TestAuthzFindCoordinatorMessage(t *testing.T) {
-	b := startAuthzBroker(t, nil)
+	b := startReadyAuthzBroker(t)
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.SetVersion(4)
 	req.CoordinatorType, req.CoordinatorKeys = 1, []string{"fcm"}
@@ -283,13 +283,13 @@ func TestAuthzFindCoordinatorMessage(t *testing.T) {
 // it off, as before: anyone while the broker authenticates nobody, else
 // only a broker principal.
 func TestInterBrokerAllowed(t *testing.T) {
-	on := startAuthzBroker(t, nil)
+	on := startReadyAuthzBroker(t)
 	createACLs(t, on,
 		authzBinding("User:alice", allow, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction),
 		authzBinding("User:bob", allow, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationAlter),
 		authzBinding("User:carol", allow, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction),
-		authzBinding("User:carol", deny, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction),
 	)
+	on.deny(t, "User:carol", kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction)
 	off := startBroker(t, nil)
 	brokers := map[string]bool{"User:broker": true, "User:admin": true}
 	for _, tc := range []struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -373,7 +374,7 @@ func caseBindings(principal string, a authzAPI, under int, k authzCase) []acl.Bi
 }
 
 func TestAuthzGroupsMatrix(t *testing.T) {
-	b := startAuthzBroker(t, nil)
+	b := startReadyAuthzBroker(t)
 	admin := b.as(t, "admin")
 	for _, a := range authzGroupAPIs {
 		if a.namesTopic() {
@@ -421,4 +422,22 @@ func TestAuthzGroupsMatrix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startReadyAuthzBroker is startAuthzBroker once the broker serves its
+// coordinator shards, so group and transaction requests are answered
+// rather than COORDINATOR_LOAD_IN_PROGRESS.
+func startReadyAuthzBroker(t *testing.T) *authzBroker {
+	t.Helper()
+	b := startAuthzBroker(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	for !b.eng.Ready() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("broker not ready: coordinator shards not served")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return b
 }

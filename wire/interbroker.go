@@ -52,8 +52,12 @@ func (c *conn) interBrokerRefusal(req kmsg.Request) kmsg.Response {
 		return nil
 	}
 	p := c.principalName()
-	c.s.log.V(1).Info("refused an inter-broker request from a principal that is not a broker's",
-		"remote", c.nc.RemoteAddr().String(), "listener", c.listener.Name, "principal", p, "api", kmsg.NameForKey(req.Key()))
+	reason := "not a broker's principal"
+	if c.authzOn() {
+		reason = "not a broker's principal, and " + clusterDenied(kmsg.ACLOperationClusterAction)
+	}
+	c.s.log.V(1).Info("refused an inter-broker request",
+		"remote", c.nc.RemoteAddr().String(), "listener", c.listener.Name, "principal", p, "api", kmsg.NameForKey(req.Key()), "reason", reason)
 	return clusterRefusal(req)
 }
 
