@@ -43,7 +43,7 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.OffsetCommitRequest)
 	if !c.allowedGroup(kmsg.ACLOperationRead, req.Group) {
 		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		resp.Topics = commitErrors(req.Topics, groupAuthFailed)
+		resp.Topics = commitErrors(req.Topics, codeGroupAuthz)
 		r.finish(resp)
 		return
 	}
@@ -58,7 +58,7 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 	if req.Version >= 10 {
 		topics, unknownIDs = c.namedByID(req.Topics)
 	}
-	topics, denied := splitTopics(c, kmsg.ACLOperationRead, topics, func(t kmsg.OffsetCommitRequestTopic) string { return t.Topic })
+	topics, denied := splitAuthorizedTopics(c, kmsg.ACLOperationRead, topics, func(t kmsg.OffsetCommitRequestTopic) string { return t.Topic })
 	known, unknown := c.splitKnownPartitions(topics)
 	c.async(r, func() {
 		sub := *req
@@ -66,7 +66,7 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 		resp := coord.OffsetCommit(c.ctx, &sub)
 		resp.Topics = append(resp.Topics, commitErrors(unknown, kerr.UnknownTopicOrPartition.Code)...)
 		resp.Topics = append(resp.Topics, commitErrors(unknownIDs, kerr.UnknownTopicID.Code)...)
-		resp.Topics = append(resp.Topics, commitErrors(denied, topicAuthFailed)...)
+		resp.Topics = append(resp.Topics, commitErrors(denied, codeTopicAuthz)...)
 		resp.Version = req.Version
 		r.finish(resp)
 	})

@@ -75,7 +75,7 @@ func handleOffsetFetch(c *conn, kreq kmsg.Request, r *reply) {
 func (c *conn) offsetFetch(g kmsg.OffsetFetchRequestGroup, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	if !c.allowedGroup(kmsg.ACLOperationDescribe, g.Group) {
 		out := kmsg.NewOffsetFetchResponseGroup()
-		out.Group, out.ErrorCode = g.Group, groupAuthFailed
+		out.Group, out.ErrorCode = g.Group, codeGroupAuthz
 		return out
 	}
 	coord, err := c.s.eng.GroupCoordinator(g.Group)
@@ -87,12 +87,12 @@ func (c *conn) offsetFetch(g kmsg.OffsetFetchRequestGroup, requireStable bool) k
 	if g.Topics == nil {
 		out := coord.OffsetFetch(g, requireStable)
 		out.Group = g.Group
-		out.Topics, _ = splitTopics(c, kmsg.ACLOperationDescribe, out.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) string { return t.Topic })
+		out.Topics, _ = splitAuthorizedTopics(c, kmsg.ACLOperationDescribe, out.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) string { return t.Topic })
 		return out
 	}
 	asked := len(g.Topics)
 	var denied []kmsg.OffsetFetchRequestGroupTopic
-	g.Topics, denied = splitTopics(c, kmsg.ACLOperationDescribe, g.Topics, func(t kmsg.OffsetFetchRequestGroupTopic) string { return t.Topic })
+	g.Topics, denied = splitAuthorizedTopics(c, kmsg.ACLOperationDescribe, g.Topics, func(t kmsg.OffsetFetchRequestGroupTopic) string { return t.Topic })
 	out := kmsg.NewOffsetFetchResponseGroup()
 	if len(g.Topics) > 0 || asked == 0 {
 		out = coord.OffsetFetch(g, requireStable)
@@ -103,7 +103,7 @@ func (c *conn) offsetFetch(g kmsg.OffsetFetchRequestGroup, requireStable bool) k
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, topicAuthFailed
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, codeTopicAuthz
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		out.Topics = append(out.Topics, rt)

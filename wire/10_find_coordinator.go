@@ -56,11 +56,11 @@ func (c *conn) findCoordinator(keyType int8, key string) kmsg.FindCoordinatorRes
 		return co
 	}
 	if keyType == 0 && !c.allowedGroup(kmsg.ACLOperationDescribe, key) {
-		co.ErrorCode, co.ErrorMessage = groupAuthFailed, authMessage(groupDenied(kmsg.ACLOperationDescribe, key))
+		co.ErrorCode, co.ErrorMessage = codeGroupAuthz, authzMessagePtr(groupDenied(kmsg.ACLOperationDescribe, key))
 		return co
 	}
 	if keyType == 1 && !c.allowedTxn(kmsg.ACLOperationDescribe, key) {
-		co.ErrorCode, co.ErrorMessage = txnAuthFailed, authMessage(txnDenied(kmsg.ACLOperationDescribe, key))
+		co.ErrorCode, co.ErrorMessage = codeTxnAuthz, authzMessagePtr(txnDenied(kmsg.ACLOperationDescribe, key))
 		return co
 	}
 	b, err := c.s.eng.GroupCoordinatorBroker(key)

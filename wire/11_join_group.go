@@ -31,7 +31,7 @@ func handleJoinGroup(c *conn, kreq kmsg.Request, r *reply) {
 	denied := !c.allowedGroup(kmsg.ACLOperationRead, req.Group)
 	if denied || err != nil {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-		resp.ErrorCode, resp.Generation, resp.MemberID = groupAuthFailed, -1, req.MemberID
+		resp.ErrorCode, resp.Generation, resp.MemberID = codeGroupAuthz, -1, req.MemberID
 		if !denied {
 			resp.ErrorCode = errorCode(err)
 		}

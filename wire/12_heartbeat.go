@@ -19,7 +19,7 @@ func handleHeartbeat(c *conn, kreq kmsg.Request, r *reply) {
 	denied := !c.allowedGroup(kmsg.ACLOperationRead, req.Group)
 	if denied || err != nil {
 		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-		resp.ErrorCode = groupAuthFailed
+		resp.ErrorCode = codeGroupAuthz
 		if !denied {
 			resp.ErrorCode = errorCode(err)
 		}

@@ -20,7 +20,7 @@ func handleLeaveGroup(c *conn, kreq kmsg.Request, r *reply) {
 	denied := !c.allowedGroup(kmsg.ACLOperationRead, req.Group)
 	if denied || err != nil {
 		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-		resp.ErrorCode = groupAuthFailed
+		resp.ErrorCode = codeGroupAuthz
 		if !denied {
 			resp.ErrorCode = errorCode(err)
 		}

@@ -22,7 +22,7 @@ func handleSyncGroup(c *conn, kreq kmsg.Request, r *reply) {
 	denied := !c.allowedGroup(kmsg.ACLOperationRead, req.Group)
 	if denied || err != nil {
 		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-		resp.ErrorCode = groupAuthFailed
+		resp.ErrorCode = codeGroupAuthz
 		if !denied {
 			resp.ErrorCode = errorCode(err)
 		}

@@ -25,9 +25,9 @@ func handleDescribeGroups(c *conn, kreq kmsg.Request, r *reply) {
 	for _, name := range req.Groups {
 		if !c.allowedGroup(kmsg.ACLOperationDescribe, name) {
 			g := kmsg.NewDescribeGroupsResponseGroup()
-			g.Group, g.ErrorCode = name, groupAuthFailed
-			g.ErrorMessage = authMessage(groupDenied(kmsg.ACLOperationDescribe, name))
-			g.AuthorizedOperations = authorizedOperationsUnasked
+			g.Group, g.ErrorCode = name, codeGroupAuthz
+			g.ErrorMessage = authzMessagePtr(groupDenied(kmsg.ACLOperationDescribe, name))
+			g.AuthorizedOperations = kip430Unasked
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
@@ -40,9 +40,9 @@ func handleDescribeGroups(c *conn, kreq kmsg.Request, r *reply) {
 			g = coord.DescribeGroup(name)
 			g.Group = name
 		}
-		g.AuthorizedOperations = authorizedOperationsUnasked
+		g.AuthorizedOperations = kip430Unasked
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = c.authorizedOps(kmsg.ACLResourceTypeGroup, name, groupOps)
+			g.AuthorizedOperations = c.kip430Operations(kmsg.ACLResourceTypeGroup, name, groupACLOps)
 		}
 		resp.Groups = append(resp.Groups, g)
 	}

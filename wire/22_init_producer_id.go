@@ -36,7 +36,7 @@ func handleInitProducerID(c *conn, kreq kmsg.Request, r *reply) {
 	if req.TransactionalID != nil {
 		txnID := *req.TransactionalID
 		if !c.allowedTxn(kmsg.ACLOperationWrite, txnID) {
-			resp.ErrorCode = txnAuthFailed
+			resp.ErrorCode = codeTxnAuthz
 			r.finish(resp)
 			return
 		}
@@ -63,7 +63,7 @@ func handleInitProducerID(c *conn, kreq kmsg.Request, r *reply) {
 		return
 	}
 	if !c.allowedCluster(kmsg.ACLOperationIdempotentWrite) && !c.allowedAnyOf(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic) {
-		resp.ErrorCode = clusterAuthFailed
+		resp.ErrorCode = codeClusterAuthz
 		r.finish(resp)
 		return
 	}

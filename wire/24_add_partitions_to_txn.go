@@ -77,7 +77,7 @@ func handleAddPartitionsToTxn(c *conn, kreq kmsg.Request, r *reply) {
 func (c *conn) addPartitionsToTxn(v int16, tx kmsg.AddPartitionsToTxnRequestTransaction) kmsg.AddPartitionsToTxnResponseTransaction {
 	var parts []txns.TopicPartition
 	unknown := map[txns.TopicPartition]bool{}
-	checked := c.authzOn() && !(v >= 4 && c.fromBroker())
+	checked := c.authzOn() && !(v >= 4 && c.fromBrokerPrincipal())
 	idDenied := checked && !c.allowedTxn(kmsg.ACLOperationWrite, tx.TransactionalID)
 	deniedTopics := map[string]bool{}
 	for _, t := range tx.Topics {
@@ -98,13 +98,13 @@ func (c *conn) addPartitionsToTxn(v int16, tx kmsg.AddPartitionsToTxnRequestTran
 	switch {
 	case idDenied:
 		for i := range codes {
-			codes[i] = txnAuthFailed
+			codes[i] = codeTxnAuthz
 		}
 	case len(deniedTopics) > 0:
 		for i, tp := range parts {
 			codes[i] = kerr.OperationNotAttempted.Code
 			if deniedTopics[tp.Topic] {
-				codes[i] = topicAuthFailed
+				codes[i] = codeTopicAuthz
 			} else if unknown[tp] {
 				codes[i] = kerr.UnknownTopicOrPartition.Code
 			}

@@ -24,12 +24,12 @@ func handleAddOffsetsToTxn(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	if !c.allowedTxn(kmsg.ACLOperationWrite, req.TransactionalID) {
-		resp.ErrorCode = txnAuthFailed
+		resp.ErrorCode = codeTxnAuthz
 		r.finish(resp)
 		return
 	}
 	if !c.allowedGroup(kmsg.ACLOperationRead, req.Group) {
-		resp.ErrorCode = groupAuthFailed
+		resp.ErrorCode = codeGroupAuthz
 		r.finish(resp)
 		return
 	}

@@ -27,7 +27,7 @@ func handleEndTxn(c *conn, kreq kmsg.Request, r *reply) {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	if !c.allowedTxn(kmsg.ACLOperationWrite, req.TransactionalID) {
-		resp.ErrorCode = txnAuthFailed
+		resp.ErrorCode = codeTxnAuthz
 		r.finish(resp)
 		return
 	}

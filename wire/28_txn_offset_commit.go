@@ -40,7 +40,7 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 		r.finish(resp)
 		return
 	}
-	topics, denied := splitTopics(c, kmsg.ACLOperationRead, req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) string { return t.Topic })
+	topics, denied := splitAuthorizedTopics(c, kmsg.ACLOperationRead, req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) string { return t.Topic })
 	var known, unknown []kmsg.TxnOffsetCommitRequestTopic
 	for _, t := range topics {
 		n, ok := c.s.eng.TopicPartitions(t.Topic)
@@ -65,7 +65,7 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 		sub.Topics = known
 		resp := coord.TxnOffsetCommit(c.ctx, &sub)
 		resp.Topics = append(resp.Topics, txnCommitErrors(unknown, kerr.UnknownTopicOrPartition.Code)...)
-		resp.Topics = append(resp.Topics, txnCommitErrors(denied, topicAuthFailed)...)
+		resp.Topics = append(resp.Topics, txnCommitErrors(denied, codeTopicAuthz)...)
 		resp.Version = req.Version
 		for ti := range resp.Topics {
 			for pi := range resp.Topics[ti].Partitions {
@@ -81,10 +81,10 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request, r *reply) {
 // principal may not use the transactional ID or the group; 0 if it may.
 func (c *conn) txnOffsetCommitRefusal(req *kmsg.TxnOffsetCommitRequest) int16 {
 	if !c.allowedTxn(kmsg.ACLOperationWrite, req.TransactionalID) {
-		return txnAuthFailed
+		return codeTxnAuthz
 	}
 	if !c.allowedGroup(kmsg.ACLOperationRead, req.Group) {
-		return groupAuthFailed
+		return codeGroupAuthz
 	}
 	return 0
 }

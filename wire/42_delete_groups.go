@@ -23,7 +23,7 @@ func handleDeleteGroups(c *conn, kreq kmsg.Request, r *reply) {
 			g := kmsg.NewDeleteGroupsResponseGroup()
 			g.Group = name
 			if !c.allowedGroup(kmsg.ACLOperationDelete, name) {
-				g.ErrorCode = groupAuthFailed
+				g.ErrorCode = codeGroupAuthz
 			} else if coord, err := c.s.eng.GroupCoordinator(name); err != nil {
 				g.ErrorCode = errorCode(err)
 			} else {

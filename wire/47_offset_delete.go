@@ -19,14 +19,14 @@ func handleOffsetDelete(c *conn, kreq kmsg.Request, r *reply) {
 	denied := !c.allowedGroup(kmsg.ACLOperationDelete, req.Group)
 	if denied || err != nil {
 		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-		resp.ErrorCode = groupAuthFailed
+		resp.ErrorCode = codeGroupAuthz
 		if !denied {
 			resp.ErrorCode = errorCode(err)
 		}
 		r.finish(resp)
 		return
 	}
-	topics, deniedTopics := splitTopics(c, kmsg.ACLOperationRead, req.Topics, func(t kmsg.OffsetDeleteRequestTopic) string { return t.Topic })
+	topics, deniedTopics := splitAuthorizedTopics(c, kmsg.ACLOperationRead, req.Topics, func(t kmsg.OffsetDeleteRequestTopic) string { return t.Topic })
 	c.async(r, func() {
 		sub := *req
 		sub.Topics = topics
@@ -37,7 +37,7 @@ func handleOffsetDelete(c *conn, kreq kmsg.Request, r *reply) {
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
 				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, topicAuthFailed
+				rp.Partition, rp.ErrorCode = p.Partition, codeTopicAuthz
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)

@@ -22,7 +22,7 @@ func handleDescribeTransactions(c *conn, kreq kmsg.Request, r *reply) {
 		denied := !c.allowedTxn(kmsg.ACLOperationDescribe, id)
 		if denied || err != nil {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
-			st.TransactionalID, st.ErrorCode = id, txnAuthFailed
+			st.TransactionalID, st.ErrorCode = id, codeTxnAuthz
 			if !denied {
 				st.ErrorCode = errorCode(err)
 			}

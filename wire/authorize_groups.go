@@ -13,19 +13,19 @@ import (
 // name. Authorization comes before routing, as in Kafka: a request a
 // principal may not make is refused by whichever broker it reaches.
 
-// groupOps are the operations a group has (Kafka's supported operations
+// groupACLOps are the operations a group has (Kafka's supported operations
 // of the GROUP resource type), for KIP-430's authorized operations.
-var groupOps = []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete}
+var groupACLOps = []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete}
 
-// authorizedOperationsUnasked is the authorized-operations field of an
+// kip430Unasked is the authorized-operations field of an
 // answer that was not asked for them (Kafka's Integer.MIN_VALUE).
-const authorizedOperationsUnasked int32 = -2147483648
+const kip430Unasked int32 = -2147483648
 
-// authorizedOps is the KIP-430 bit set (bit i for the operation of code
+// kip430Operations is the KIP-430 bit set (bit i for the operation of code
 // i) of the operations in ops the principal may perform on the resource.
 // With the authorizer off every operation is allowed, as Kafka answers
 // without an authorizer.
-func (c *conn) authorizedOps(rt kmsg.ACLResourceType, name string, ops []kmsg.ACLOperation) int32 {
+func (c *conn) kip430Operations(rt kmsg.ACLResourceType, name string, ops []kmsg.ACLOperation) int32 {
 	var bits int32
 	for _, op := range ops {
 		if c.allowed(op, rt, name) {
@@ -35,9 +35,9 @@ func (c *conn) authorizedOps(rt kmsg.ACLResourceType, name string, ops []kmsg.AC
 	return bits
 }
 
-// fromBroker reports whether the connection's principal is one of the
+// fromBrokerPrincipal reports whether the connection's principal is one of the
 // broker principals (the broker's own and the super users).
-func (c *conn) fromBroker() bool {
+func (c *conn) fromBrokerPrincipal() bool {
 	return c.s.brokerPrincipals[c.principalName()]
 }
 
@@ -48,14 +48,14 @@ func (c *conn) fromBroker() bool {
 // and anyone otherwise.
 func (c *conn) interBrokerAllowed() bool {
 	if c.authzOn() {
-		return c.fromBroker() || c.allowedCluster(kmsg.ACLOperationClusterAction)
+		return c.fromBrokerPrincipal() || c.allowedCluster(kmsg.ACLOperationClusterAction)
 	}
-	return len(c.s.brokerPrincipals) == 0 || c.fromBroker()
+	return len(c.s.brokerPrincipals) == 0 || c.fromBrokerPrincipal()
 }
 
-// splitTopics splits topics into those the principal may perform op on
+// splitAuthorizedTopics splits topics into those the principal may perform op on
 // and the others; it allocates only when some topic is denied.
-func splitTopics[T any](c *conn, op kmsg.ACLOperation, topics []T, name func(T) string) (allowed, denied []T) {
+func splitAuthorizedTopics[T any](c *conn, op kmsg.ACLOperation, topics []T, name func(T) string) (allowed, denied []T) {
 	all := true
 	for _, t := range topics {
 		if !c.allowedTopic(op, name(t)) {
@@ -79,11 +79,11 @@ func splitTopics[T any](c *conn, op kmsg.ACLOperation, topics []T, name func(T) 
 
 // Codes and messages of the failures.
 var (
-	groupAuthFailed   = kerr.GroupAuthorizationFailed.Code
-	topicAuthFailed   = kerr.TopicAuthorizationFailed.Code
-	txnAuthFailed     = kerr.TransactionalIDAuthorizationFailed.Code
-	clusterAuthFailed = kerr.ClusterAuthorizationFailed.Code
+	codeGroupAuthz   = kerr.GroupAuthorizationFailed.Code
+	codeTopicAuthz   = kerr.TopicAuthorizationFailed.Code
+	codeTxnAuthz     = kerr.TransactionalIDAuthorizationFailed.Code
+	codeClusterAuthz = kerr.ClusterAuthorizationFailed.Code
 )
 
-// authMessage is a pointer to a copy of s, for optional message fields.
-func authMessage(s string) *string { return &s }
+// authzMessagePtr is a pointer to a copy of s, for optional message fields.
+func authzMessagePtr(s string) *string { return &s }

@@ -107,6 +107,19 @@ var (
 // notAskedOps is the authorized-operations value when none was asked for.
 const notAskedOps = -2147483648
 
+// authorizedOps is the bit field (1 << operation) of ops the connection
+// may perform on the resource; every one of them without an authorizer.
+func (c *conn) authorizedOps(ops []kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) int32 {
+	ix := c.s.eng.Authorizer()
+	var bits int32
+	for _, op := range ops {
+		if ix == nil || ix.Authorize(c.aclPrincipal(), c.aclHost(), op, rt, name) {
+			bits |= 1 << op
+		}
+	}
+	return bits
+}
+
 // metadataAuthorizedOps fills the authorized operations a Metadata
 // request asks for.
 func (c *conn) metadataAuthorizedOps(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
@@ -118,7 +131,7 @@ func (c *conn) metadataAuthorizedOps(req *kmsg.MetadataRequest, resp *kmsg.Metad
 		t := &resp.Topics[i]
 		t.AuthorizedOperations = notAskedOps
 		if req.IncludeTopicAuthorizedOperations && t.Topic != nil && t.ErrorCode != kerr.TopicAuthorizationFailed.Code {
-			t.AuthorizedOperations = c.authorizedOps(kmsg.ACLResourceTypeTopic, *t.Topic, topicOps)
+			t.AuthorizedOperations = c.authorizedOps(topicOps, kmsg.ACLResourceTypeTopic, *t.Topic)
 		}
 	}
 }
@@ -128,7 +141,7 @@ func (c *conn) clusterAuthorizedOps() int32 {
 	if !c.allowedCluster(kmsg.ACLOperationDescribe) {
 		return 0
 	}
-	return c.authorizedOps(kmsg.ACLResourceTypeCluster, acl.ClusterName, clusterOps)
+	return c.authorizedOps(clusterOps, kmsg.ACLResourceTypeCluster, acl.ClusterName)
 }
 
 // configsAllowed checks op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config

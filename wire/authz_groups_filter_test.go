@@ -19,20 +19,20 @@ import (
 // requests.
 
 var (
-	allow = kmsg.ACLPermissionTypeAllow
-	deny  = kmsg.ACLPermissionTypeDeny
-	lit   = kmsg.ACLResourcePatternTypeLiteral
-	pre   = kmsg.ACLResourcePatternTypePrefixed
+	grpPermAllow = kmsg.ACLPermissionTypeAllow
+	grpPermDeny  = kmsg.ACLPermissionTypeDeny
+	grpPatLit    = kmsg.ACLResourcePatternTypeLiteral
+	grpPatPre    = kmsg.ACLResourcePatternTypePrefixed
 )
 
-func createACLs(t *testing.T, b *authzBroker, bindings ...acl.Binding) {
+func grpCreateACLs(t *testing.T, b *authzBroker, bindings ...acl.Binding) {
 	t.Helper()
 	if err := b.eng.CreateACLs(context.Background(), bindings); err != nil {
 		t.Fatalf("CreateACLs: %v", err)
 	}
 }
 
-func initProducer(c *rawConn, txnID *string) int16 {
+func grpInitProducer(c *rawConn, txnID *string) int16 {
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.SetVersion(4)
 	req.TransactionalID, req.TransactionTimeoutMillis = txnID, 60000
@@ -50,25 +50,25 @@ func TestAuthzIdempotentProducer(t *testing.T) {
 		acls []acl.Binding
 		want int16
 	}{
-		{"ip-cluster", []acl.Binding{authzBinding("User:ip-cluster", allow, cluster, lit, acl.ClusterName, idem)}, 0},
-		{"ip-topic", []acl.Binding{authzBinding("User:ip-topic", allow, topic, lit, "anything", write)}, 0},
-		{"ip-prefixed", []acl.Binding{authzBinding("User:ip-prefixed", allow, topic, pre, "logs-", write)}, 0},
+		{"ip-cluster", []acl.Binding{grpBinding("User:ip-cluster", grpPermAllow, cluster, grpPatLit, acl.ClusterName, idem)}, 0},
+		{"ip-topic", []acl.Binding{grpBinding("User:ip-topic", grpPermAllow, topic, grpPatLit, "anything", write)}, 0},
+		{"ip-prefixed", []acl.Binding{grpBinding("User:ip-prefixed", grpPermAllow, topic, grpPatPre, "logs-", write)}, 0},
 		{"ip-none", nil, kerr.ClusterAuthorizationFailed.Code},
-		{"ip-read", []acl.Binding{authzBinding("User:ip-read", allow, topic, lit, "anything", read)}, kerr.ClusterAuthorizationFailed.Code},
+		{"ip-read", []acl.Binding{grpBinding("User:ip-read", grpPermAllow, topic, grpPatLit, "anything", read)}, kerr.ClusterAuthorizationFailed.Code},
 		{"ip-deny", []acl.Binding{
-			authzBinding("User:ip-deny", allow, cluster, lit, acl.ClusterName, idem),
-			authzBinding("User:ip-deny", deny, cluster, lit, acl.ClusterName, idem),
+			grpBinding("User:ip-deny", grpPermAllow, cluster, grpPatLit, acl.ClusterName, idem),
+			grpBinding("User:ip-deny", grpPermDeny, cluster, grpPatLit, acl.ClusterName, idem),
 		}, kerr.ClusterAuthorizationFailed.Code},
 		{"admin", nil, 0},
 	} {
 		t.Run(tc.user, func(t *testing.T) {
 			if tc.user != "admin" {
-				addAuthzUser(t, b, tc.user)
+				addGrpUser(t, b, tc.user)
 			}
 			if len(tc.acls) > 0 {
-				createACLs(t, b, tc.acls...)
+				grpCreateACLs(t, b, tc.acls...)
 			}
-			if got := initProducer(b.as(t, tc.user), nil); got != tc.want {
+			if got := grpInitProducer(b.as(t, tc.user), nil); got != tc.want {
 				t.Fatalf("InitProducerId: %v, want %v", kerr.ErrorForCode(got), kerr.ErrorForCode(tc.want))
 			}
 		})
@@ -85,21 +85,21 @@ func TestAuthzListFilters(t *testing.T) {
 		t.Fatalf("create lf: %d", resp.Topics[0].ErrorCode)
 	}
 	for _, g := range []string{"lf-a", "lf-b"} {
-		commitAsAdmin(admin, authzNames{group: g, topic: "lf"})
+		grpCommitAsAdmin(admin, grpNames{group: g, topic: "lf"})
 	}
 	for _, id := range []string{"lf-a", "lf-b"} {
-		if code := initProducer(admin, &id); code != 0 {
+		if code := grpInitProducer(admin, &id); code != 0 {
 			t.Fatalf("InitProducerId %s: %d", id, code)
 		}
 	}
 	group, txn, cluster := kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeTransactionalId, kmsg.ACLResourceTypeCluster
 	describe := kmsg.ACLOperationDescribe
-	createACLs(t, b,
-		authzBinding("User:alice", allow, group, lit, "lf-a", kmsg.ACLOperationRead),
-		authzBinding("User:alice", allow, txn, pre, "lf-a", describe),
-		authzBinding("User:bob", allow, cluster, lit, acl.ClusterName, describe),
-		authzBinding("User:carol", allow, group, pre, "lf-", describe),
-		authzBinding("User:carol", deny, group, lit, "lf-b", describe),
+	grpCreateACLs(t, b,
+		grpBinding("User:alice", grpPermAllow, group, grpPatLit, "lf-a", kmsg.ACLOperationRead),
+		grpBinding("User:alice", grpPermAllow, txn, grpPatPre, "lf-a", describe),
+		grpBinding("User:bob", grpPermAllow, cluster, grpPatLit, acl.ClusterName, describe),
+		grpBinding("User:carol", grpPermAllow, group, grpPatPre, "lf-", describe),
+		grpBinding("User:carol", grpPermDeny, group, grpPatLit, "lf-b", describe),
 	)
 	listGroups := func(c *rawConn) []string {
 		var out []string
@@ -141,11 +141,11 @@ func TestAuthzListFilters(t *testing.T) {
 func TestAuthzDescribeGroupsOperations(t *testing.T) {
 	b := startReadyAuthzBroker(t)
 	group := kmsg.ACLResourceTypeGroup
-	createACLs(t, b,
-		authzBinding("User:alice", allow, group, lit, "dgo", kmsg.ACLOperationRead),
-		authzBinding("User:bob", allow, group, pre, "dg", kmsg.ACLOperationDelete),
-		authzBinding("User:carol", allow, group, lit, "dgo", kmsg.ACLOperationAll),
-		authzBinding("User:carol", deny, group, lit, "dgo", kmsg.ACLOperationDelete),
+	grpCreateACLs(t, b,
+		grpBinding("User:alice", grpPermAllow, group, grpPatLit, "dgo", kmsg.ACLOperationRead),
+		grpBinding("User:bob", grpPermAllow, group, grpPatPre, "dg", kmsg.ACLOperationDelete),
+		grpBinding("User:carol", grpPermAllow, group, grpPatLit, "dgo", kmsg.ACLOperationAll),
+		grpBinding("User:carol", grpPermDeny, group, grpPatLit, "dgo", kmsg.ACLOperationDelete),
 	)
 	const read, del, describe = 1 << 3, 1 << 6, 1 << 8
 	describeGroup := func(c *rawConn, version int16, ops bool) kmsg.DescribeGroupsResponseGroup {
@@ -168,12 +168,12 @@ func TestAuthzDescribeGroupsOperations(t *testing.T) {
 			t.Errorf("%s: code %d, authorized operations %b, want %b", tc.user, g.ErrorCode, g.AuthorizedOperations, tc.ops)
 		}
 	}
-	if g := describeGroup(b.as(t, "alice"), 5, false); g.AuthorizedOperations != authorizedOperationsUnasked {
+	if g := describeGroup(b.as(t, "alice"), 5, false); g.AuthorizedOperations != kip430Unasked {
 		t.Errorf("authorized operations not asked for: %d", g.AuthorizedOperations)
 	}
-	addAuthzUser(t, b, "dave")
+	addGrpUser(t, b, "dave")
 	g := describeGroup(b.as(t, "dave"), 5, true)
-	if g.ErrorCode != kerr.GroupAuthorizationFailed.Code || g.AuthorizedOperations != authorizedOperationsUnasked {
+	if g.ErrorCode != kerr.GroupAuthorizationFailed.Code || g.AuthorizedOperations != kip430Unasked {
 		t.Errorf("dave: code %d, authorized operations %d, want GROUP_AUTHORIZATION_FAILED and none", g.ErrorCode, g.AuthorizedOperations)
 	}
 }
@@ -188,11 +188,11 @@ func TestAuthzOffsetFetchTopics(t *testing.T) {
 		if resp := admin.do(createTopicsReq(7, false, topic, 1, nil)).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
 			t.Fatalf("create %s: %d", topic, resp.Topics[0].ErrorCode)
 		}
-		commitAsAdmin(admin, authzNames{group: "oft", topic: topic})
+		grpCommitAsAdmin(admin, grpNames{group: "oft", topic: topic})
 	}
-	createACLs(t, b,
-		authzBinding("User:alice", allow, kmsg.ACLResourceTypeGroup, lit, "oft", kmsg.ACLOperationDescribe),
-		authzBinding("User:alice", allow, kmsg.ACLResourceTypeTopic, lit, "oft-x", kmsg.ACLOperationDescribe),
+	grpCreateACLs(t, b,
+		grpBinding("User:alice", grpPermAllow, kmsg.ACLResourceTypeGroup, grpPatLit, "oft", kmsg.ACLOperationDescribe),
+		grpBinding("User:alice", grpPermAllow, kmsg.ACLResourceTypeTopic, grpPatLit, "oft-x", kmsg.ACLOperationDescribe),
 	)
 	type part struct {
 		topic  string
@@ -241,9 +241,9 @@ func TestAuthzAddPartitionsNotAttempted(t *testing.T) {
 			t.Fatalf("create %s: %d", topic, resp.Topics[0].ErrorCode)
 		}
 	}
-	createACLs(t, b,
-		authzBinding("User:alice", allow, kmsg.ACLResourceTypeTransactionalId, lit, "apn", kmsg.ACLOperationWrite),
-		authzBinding("User:alice", allow, kmsg.ACLResourceTypeTopic, lit, "apn-x", kmsg.ACLOperationWrite),
+	grpCreateACLs(t, b,
+		grpBinding("User:alice", grpPermAllow, kmsg.ACLResourceTypeTransactionalId, grpPatLit, "apn", kmsg.ACLOperationWrite),
+		grpBinding("User:alice", grpPermAllow, kmsg.ACLResourceTypeTopic, grpPatLit, "apn-x", kmsg.ACLOperationWrite),
 	)
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.SetVersion(3)
@@ -284,12 +284,12 @@ func TestAuthzFindCoordinatorMessage(t *testing.T) {
 // only a broker principal.
 func TestInterBrokerAllowed(t *testing.T) {
 	on := startReadyAuthzBroker(t)
-	createACLs(t, on,
-		authzBinding("User:alice", allow, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction),
-		authzBinding("User:bob", allow, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationAlter),
-		authzBinding("User:carol", allow, kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction),
+	grpCreateACLs(t, on,
+		grpBinding("User:alice", grpPermAllow, kmsg.ACLResourceTypeCluster, grpPatLit, acl.ClusterName, kmsg.ACLOperationClusterAction),
+		grpBinding("User:bob", grpPermAllow, kmsg.ACLResourceTypeCluster, grpPatLit, acl.ClusterName, kmsg.ACLOperationAlter),
+		grpBinding("User:carol", grpPermAllow, kmsg.ACLResourceTypeCluster, grpPatLit, acl.ClusterName, kmsg.ACLOperationClusterAction),
 	)
-	on.deny(t, "User:carol", kmsg.ACLResourceTypeCluster, lit, acl.ClusterName, kmsg.ACLOperationClusterAction)
+	on.deny(t, "User:carol", kmsg.ACLResourceTypeCluster, grpPatLit, acl.ClusterName, kmsg.ACLOperationClusterAction)
 	off := startBroker(t, nil)
 	brokers := map[string]bool{"User:broker": true, "User:admin": true}
 	for _, tc := range []struct {

@@ -26,29 +26,29 @@ import (
 //   - prefixed: an ALLOW on a PREFIXED pattern the name starts with;
 //   - super:    nothing, speaking as the super user User:admin.
 
-// authzCase is how the resource under test is granted.
-type authzCase string
+// grpCase is how the resource under test is granted.
+type grpCase string
 
 const (
-	caseAllowed  authzCase = "allowed"
-	caseNone     authzCase = "none"
-	caseDeny     authzCase = "deny"
-	casePrefixed authzCase = "prefixed"
-	caseSuper    authzCase = "super"
+	grpAllowed  grpCase = "allowed"
+	grpNone     grpCase = "none"
+	grpDeny     grpCase = "deny"
+	grpPrefixed grpCase = "prefixed"
+	grpSuper    grpCase = "super"
 )
 
-var authzCases = []authzCase{caseAllowed, caseNone, caseDeny, casePrefixed, caseSuper}
+var grpCases = []grpCase{grpAllowed, grpNone, grpDeny, grpPrefixed, grpSuper}
 
-// authzRes is a resource an API checks and the operation it needs there.
-type authzRes struct {
+// grpRes is a resource an API checks and the operation it needs there.
+type grpRes struct {
 	rt kmsg.ACLResourceType
 	op kmsg.ACLOperation
 }
 
-// authzNames are the resources one API's requests name.
-type authzNames struct{ group, topic, txn string }
+// grpNames are the resources one API's requests name.
+type grpNames struct{ group, topic, txn string }
 
-func (n authzNames) of(rt kmsg.ACLResourceType) string {
+func (n grpNames) of(rt kmsg.ACLResourceType) string {
 	switch rt {
 	case kmsg.ACLResourceTypeGroup:
 		return n.group
@@ -60,8 +60,8 @@ func (n authzNames) of(rt kmsg.ACLResourceType) string {
 	return acl.ClusterName
 }
 
-// deniedCode is the code Kafka answers a denial on a resource type with.
-func deniedCode(rt kmsg.ACLResourceType) int16 {
+// grpDeniedCode is the code Kafka answers a denial on a resource type with.
+func grpDeniedCode(rt kmsg.ACLResourceType) int16 {
 	switch rt {
 	case kmsg.ACLResourceTypeGroup:
 		return kerr.GroupAuthorizationFailed.Code
@@ -73,18 +73,18 @@ func deniedCode(rt kmsg.ACLResourceType) int16 {
 	return kerr.ClusterAuthorizationFailed.Code
 }
 
-// authzAPI is one row of the matrix.
-type authzAPI struct {
+// grpAPI is one row of the matrix.
+type grpAPI struct {
 	name   string
 	prefix string // the API's resource names start with it
-	res    []authzRes
+	res    []grpRes
 	ok     int16 // the code when every resource is allowed
-	call   func(c *rawConn, n authzNames) int16
-	topic  bool                               // the API names a topic it does not check
-	before func(admin *rawConn, n authzNames) // runs before every case, as the super user
+	call   func(c *rawConn, n grpNames) int16
+	topic  bool                             // the API names a topic it does not check
+	before func(admin *rawConn, n grpNames) // runs before every case, as the super user
 }
 
-func (a authzAPI) namesTopic() bool {
+func (a grpAPI) namesTopic() bool {
 	for _, r := range a.res {
 		if r.rt == kmsg.ACLResourceTypeTopic {
 			return true
@@ -93,9 +93,9 @@ func (a authzAPI) namesTopic() bool {
 	return a.topic
 }
 
-// commitAsAdmin commits offset 1 of the API's topic for its group, so
+// grpCommitAsAdmin commits offset 1 of the API's topic for its group, so
 // the group has an offset to delete.
-func commitAsAdmin(admin *rawConn, n authzNames) {
+func grpCommitAsAdmin(admin *rawConn, n grpNames) {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.SetVersion(8)
 	req.Group, req.Generation = n.group, -1
@@ -110,39 +110,39 @@ func commitAsAdmin(admin *rawConn, n authzNames) {
 	}
 }
 
-func (a authzAPI) names() authzNames {
-	return authzNames{group: a.prefix + "-group", topic: a.prefix + "-topic", txn: a.prefix + "-txn"}
+func (a grpAPI) names() grpNames {
+	return grpNames{group: a.prefix + "-group", topic: a.prefix + "-topic", txn: a.prefix + "-txn"}
 }
 
 var (
-	resGroupRead     = authzRes{kmsg.ACLResourceTypeGroup, kmsg.ACLOperationRead}
-	resGroupDescribe = authzRes{kmsg.ACLResourceTypeGroup, kmsg.ACLOperationDescribe}
-	resGroupDelete   = authzRes{kmsg.ACLResourceTypeGroup, kmsg.ACLOperationDelete}
-	resTopicRead     = authzRes{kmsg.ACLResourceTypeTopic, kmsg.ACLOperationRead}
-	resTopicWrite    = authzRes{kmsg.ACLResourceTypeTopic, kmsg.ACLOperationWrite}
-	resTopicDescribe = authzRes{kmsg.ACLResourceTypeTopic, kmsg.ACLOperationDescribe}
-	resTxnWrite      = authzRes{kmsg.ACLResourceTypeTransactionalId, kmsg.ACLOperationWrite}
-	resTxnDescribe   = authzRes{kmsg.ACLResourceTypeTransactionalId, kmsg.ACLOperationDescribe}
-	resClusterAction = authzRes{kmsg.ACLResourceTypeCluster, kmsg.ACLOperationClusterAction}
+	grpGroupRead     = grpRes{kmsg.ACLResourceTypeGroup, kmsg.ACLOperationRead}
+	grpGroupDescribe = grpRes{kmsg.ACLResourceTypeGroup, kmsg.ACLOperationDescribe}
+	grpGroupDelete   = grpRes{kmsg.ACLResourceTypeGroup, kmsg.ACLOperationDelete}
+	grpTopicRead     = grpRes{kmsg.ACLResourceTypeTopic, kmsg.ACLOperationRead}
+	grpTopicWrite    = grpRes{kmsg.ACLResourceTypeTopic, kmsg.ACLOperationWrite}
+	grpTopicDescribe = grpRes{kmsg.ACLResourceTypeTopic, kmsg.ACLOperationDescribe}
+	grpTxnWrite      = grpRes{kmsg.ACLResourceTypeTransactionalId, kmsg.ACLOperationWrite}
+	grpTxnDescribe   = grpRes{kmsg.ACLResourceTypeTransactionalId, kmsg.ACLOperationDescribe}
+	grpClusterAction = grpRes{kmsg.ACLResourceTypeCluster, kmsg.ACLOperationClusterAction}
 )
 
-var authzGroupAPIs = []authzAPI{
-	{name: "FindCoordinator v3 group", prefix: "fc3", res: []authzRes{resGroupDescribe}, ok: 0,
-		call: func(c *rawConn, n authzNames) int16 {
+var authzGroupAPIs = []grpAPI{
+	{name: "FindCoordinator v3 group", prefix: "fc3", res: []grpRes{grpGroupDescribe}, ok: 0,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrFindCoordinatorRequest()
 			req.SetVersion(3)
 			req.CoordinatorKey, req.CoordinatorType = n.group, 0
 			return c.do(req).(*kmsg.FindCoordinatorResponse).ErrorCode
 		}},
-	{name: "FindCoordinator v4 transactional ID", prefix: "fc4", res: []authzRes{resTxnDescribe}, ok: 0,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "FindCoordinator v4 transactional ID", prefix: "fc4", res: []grpRes{grpTxnDescribe}, ok: 0,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrFindCoordinatorRequest()
 			req.SetVersion(4)
 			req.CoordinatorType, req.CoordinatorKeys = 1, []string{n.txn}
 			return c.do(req).(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode
 		}},
-	{name: "JoinGroup", prefix: "jg", res: []authzRes{resGroupRead}, ok: kerr.MemberIDRequired.Code,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "JoinGroup", prefix: "jg", res: []grpRes{grpGroupRead}, ok: kerr.MemberIDRequired.Code,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrJoinGroupRequest()
 			req.SetVersion(5)
 			req.Group, req.SessionTimeoutMillis, req.RebalanceTimeoutMillis, req.ProtocolType = n.group, 10000, 10000, "consumer"
@@ -151,22 +151,22 @@ var authzGroupAPIs = []authzAPI{
 			req.Protocols = append(req.Protocols, p)
 			return c.do(req).(*kmsg.JoinGroupResponse).ErrorCode
 		}},
-	{name: "SyncGroup", prefix: "sg", res: []authzRes{resGroupRead}, ok: kerr.UnknownMemberID.Code,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "SyncGroup", prefix: "sg", res: []grpRes{grpGroupRead}, ok: kerr.UnknownMemberID.Code,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrSyncGroupRequest()
 			req.SetVersion(3)
 			req.Group, req.Generation, req.MemberID = n.group, 1, "m"
 			return c.do(req).(*kmsg.SyncGroupResponse).ErrorCode
 		}},
-	{name: "Heartbeat", prefix: "hb", res: []authzRes{resGroupRead}, ok: kerr.UnknownMemberID.Code,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "Heartbeat", prefix: "hb", res: []grpRes{grpGroupRead}, ok: kerr.UnknownMemberID.Code,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrHeartbeatRequest()
 			req.SetVersion(3)
 			req.Group, req.Generation, req.MemberID = n.group, 1, "m"
 			return c.do(req).(*kmsg.HeartbeatResponse).ErrorCode
 		}},
-	{name: "LeaveGroup", prefix: "lg", res: []authzRes{resGroupRead}, ok: 0, // the member's own error aside
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "LeaveGroup", prefix: "lg", res: []grpRes{grpGroupRead}, ok: 0, // the member's own error aside
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrLeaveGroupRequest()
 			req.SetVersion(3)
 			req.Group = n.group
@@ -175,8 +175,8 @@ var authzGroupAPIs = []authzAPI{
 			req.Members = append(req.Members, m)
 			return c.do(req).(*kmsg.LeaveGroupResponse).ErrorCode
 		}},
-	{name: "OffsetCommit", prefix: "oc", res: []authzRes{resGroupRead, resTopicRead}, ok: 0,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "OffsetCommit", prefix: "oc", res: []grpRes{grpGroupRead, grpTopicRead}, ok: 0,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrOffsetCommitRequest()
 			req.SetVersion(8)
 			req.Group, req.Generation = n.group, -1
@@ -188,8 +188,8 @@ var authzGroupAPIs = []authzAPI{
 			req.Topics = append(req.Topics, t)
 			return c.do(req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
 		}},
-	{name: "OffsetFetch v7", prefix: "of7", res: []authzRes{resGroupDescribe, resTopicDescribe}, ok: 0,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "OffsetFetch v7", prefix: "of7", res: []grpRes{grpGroupDescribe, grpTopicDescribe}, ok: 0,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrOffsetFetchRequest()
 			req.SetVersion(7)
 			req.Group = n.group
@@ -202,8 +202,8 @@ var authzGroupAPIs = []authzAPI{
 			}
 			return resp.Topics[0].Partitions[0].ErrorCode
 		}},
-	{name: "OffsetFetch v8", prefix: "of8", res: []authzRes{resGroupDescribe, resTopicDescribe}, ok: 0,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "OffsetFetch v8", prefix: "of8", res: []grpRes{grpGroupDescribe, grpTopicDescribe}, ok: 0,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrOffsetFetchRequest()
 			req.SetVersion(8)
 			g := kmsg.NewOffsetFetchRequestGroup()
@@ -218,8 +218,8 @@ var authzGroupAPIs = []authzAPI{
 			}
 			return out.Topics[0].Partitions[0].ErrorCode
 		}},
-	{name: "OffsetDelete", prefix: "od", res: []authzRes{resGroupDelete, resTopicRead}, ok: 0, before: commitAsAdmin,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "OffsetDelete", prefix: "od", res: []grpRes{grpGroupDelete, grpTopicRead}, ok: 0, before: grpCommitAsAdmin,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrOffsetDeleteRequest()
 			req.Group = n.group
 			t := kmsg.NewOffsetDeleteRequestTopic()
@@ -232,29 +232,29 @@ var authzGroupAPIs = []authzAPI{
 			}
 			return resp.Topics[0].Partitions[0].ErrorCode
 		}},
-	{name: "DescribeGroups", prefix: "dg", res: []authzRes{resGroupDescribe}, ok: 0,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "DescribeGroups", prefix: "dg", res: []grpRes{grpGroupDescribe}, ok: 0,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrDescribeGroupsRequest()
 			req.SetVersion(5)
 			req.Groups = []string{n.group}
 			return c.do(req).(*kmsg.DescribeGroupsResponse).Groups[0].ErrorCode
 		}},
-	{name: "DeleteGroups", prefix: "xg", res: []authzRes{resGroupDelete}, ok: kerr.GroupIDNotFound.Code,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "DeleteGroups", prefix: "xg", res: []grpRes{grpGroupDelete}, ok: kerr.GroupIDNotFound.Code,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrDeleteGroupsRequest()
 			req.SetVersion(2)
 			req.Groups = []string{n.group}
 			return c.do(req).(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode
 		}},
-	{name: "InitProducerId transactional", prefix: "ip", res: []authzRes{resTxnWrite}, ok: 0,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "InitProducerId transactional", prefix: "ip", res: []grpRes{grpTxnWrite}, ok: 0,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrInitProducerIDRequest()
 			req.SetVersion(4)
 			req.TransactionalID, req.TransactionTimeoutMillis = &n.txn, 60000
 			return c.do(req).(*kmsg.InitProducerIDResponse).ErrorCode
 		}},
-	{name: "AddPartitionsToTxn v3", prefix: "ap", res: []authzRes{resTxnWrite, resTopicWrite}, ok: kerr.InvalidProducerIDMapping.Code,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "AddPartitionsToTxn v3", prefix: "ap", res: []grpRes{grpTxnWrite, grpTopicWrite}, ok: kerr.InvalidProducerIDMapping.Code,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrAddPartitionsToTxnRequest()
 			req.SetVersion(3)
 			req.TransactionalID, req.ProducerID, req.ProducerEpoch = n.txn, 1, 0
@@ -263,8 +263,8 @@ var authzGroupAPIs = []authzAPI{
 			req.Topics = append(req.Topics, t)
 			return c.do(req).(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode
 		}},
-	{name: "AddPartitionsToTxn v4 (inter-broker)", prefix: "ap4", res: []authzRes{resClusterAction, resTxnWrite, resTopicWrite}, ok: kerr.InvalidTxnState.Code,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "AddPartitionsToTxn v4 (inter-broker)", prefix: "ap4", res: []grpRes{grpClusterAction, grpTxnWrite, grpTopicWrite}, ok: kerr.InvalidTxnState.Code,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrAddPartitionsToTxnRequest()
 			req.SetVersion(4)
 			tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
@@ -279,22 +279,22 @@ var authzGroupAPIs = []authzAPI{
 			}
 			return resp.Transactions[0].Topics[0].Partitions[0].ErrorCode
 		}},
-	{name: "AddOffsetsToTxn", prefix: "ao", res: []authzRes{resTxnWrite, resGroupRead}, ok: kerr.InvalidProducerIDMapping.Code,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "AddOffsetsToTxn", prefix: "ao", res: []grpRes{grpTxnWrite, grpGroupRead}, ok: kerr.InvalidProducerIDMapping.Code,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrAddOffsetsToTxnRequest()
 			req.SetVersion(3)
 			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = n.txn, 1, 0, n.group
 			return c.do(req).(*kmsg.AddOffsetsToTxnResponse).ErrorCode
 		}},
-	{name: "EndTxn", prefix: "et", res: []authzRes{resTxnWrite}, ok: kerr.InvalidProducerIDMapping.Code,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "EndTxn", prefix: "et", res: []grpRes{grpTxnWrite}, ok: kerr.InvalidProducerIDMapping.Code,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrEndTxnRequest()
 			req.SetVersion(3)
 			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = n.txn, 1, 0, true
 			return c.do(req).(*kmsg.EndTxnResponse).ErrorCode
 		}},
-	{name: "TxnOffsetCommit", prefix: "to", res: []authzRes{resTxnWrite, resGroupRead, resTopicRead}, ok: 0,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "TxnOffsetCommit", prefix: "to", res: []grpRes{grpTxnWrite, grpGroupRead, grpTopicRead}, ok: 0,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrTxnOffsetCommitRequest()
 			req.SetVersion(3)
 			req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = n.txn, n.group, 1, 0, -1
@@ -306,22 +306,22 @@ var authzGroupAPIs = []authzAPI{
 			req.Topics = append(req.Topics, t)
 			return c.do(req).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
 		}},
-	{name: "DescribeTransactions", prefix: "dt", res: []authzRes{resTxnDescribe}, ok: kerr.TransactionalIDNotFound.Code,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "DescribeTransactions", prefix: "dt", res: []grpRes{grpTxnDescribe}, ok: kerr.TransactionalIDNotFound.Code,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrDescribeTransactionsRequest()
 			req.TransactionalIDs = []string{n.txn}
 			return c.do(req).(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode
 		}},
-	{name: "DescribeProducers", prefix: "dp", res: []authzRes{resTopicRead}, ok: 0,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "DescribeProducers", prefix: "dp", res: []grpRes{grpTopicRead}, ok: 0,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrDescribeProducersRequest()
 			t := kmsg.NewDescribeProducersRequestTopic()
 			t.Topic, t.Partitions = n.topic, []int32{0}
 			req.Topics = append(req.Topics, t)
 			return c.do(req).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode
 		}},
-	{name: "WriteTxnMarkers (inter-broker)", prefix: "wm", res: []authzRes{resClusterAction}, ok: 0, topic: true,
-		call: func(c *rawConn, n authzNames) int16 {
+	{name: "WriteTxnMarkers (inter-broker)", prefix: "wm", res: []grpRes{grpClusterAction}, ok: 0, topic: true,
+		call: func(c *rawConn, n grpNames) int16 {
 			req := kmsg.NewPtrWriteTxnMarkersRequest()
 			req.SetVersion(1)
 			m := kmsg.NewWriteTxnMarkersRequestMarker()
@@ -334,9 +334,9 @@ var authzGroupAPIs = []authzAPI{
 		}},
 }
 
-// addAuthzUser gives the broker's credential store a user (password
+// addGrpUser gives the broker's credential store a user (password
 // "pw") for the SASL listener.
-func addAuthzUser(t testing.TB, b *authzBroker, user string) {
+func addGrpUser(t testing.TB, b *authzBroker, user string) {
 	t.Helper()
 	cred, err := auth.ScramSHA256.FromPassword(user, "pw", auth.DefaultIterations)
 	if err != nil {
@@ -347,14 +347,14 @@ func addAuthzUser(t testing.TB, b *authzBroker, user string) {
 	}
 }
 
-// authzBinding is an ACL from any host.
-func authzBinding(principal string, perm kmsg.ACLPermissionType, rt kmsg.ACLResourceType, pt kmsg.ACLResourcePatternType, name string, op kmsg.ACLOperation) acl.Binding {
+// grpBinding is an ACL from any host.
+func grpBinding(principal string, perm kmsg.ACLPermissionType, rt kmsg.ACLResourceType, pt kmsg.ACLResourcePatternType, name string, op kmsg.ACLOperation) acl.Binding {
 	return acl.Binding{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: principal, Host: "*", Operation: op, Permission: perm}
 }
 
-// caseBindings are the ACLs of one case: the API's operation on every
+// grpCaseBindings are the ACLs of one case: the API's operation on every
 // resource but the one under test (index under), which gets the case's.
-func caseBindings(principal string, a authzAPI, under int, k authzCase) []acl.Binding {
+func grpCaseBindings(principal string, a grpAPI, under int, k grpCase) []acl.Binding {
 	allow, deny := kmsg.ACLPermissionTypeAllow, kmsg.ACLPermissionTypeDeny
 	lit, pre := kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLResourcePatternTypePrefixed
 	n := a.names()
@@ -362,12 +362,12 @@ func caseBindings(principal string, a authzAPI, under int, k authzCase) []acl.Bi
 	for i, r := range a.res {
 		name := n.of(r.rt)
 		switch {
-		case i != under || k == caseAllowed:
-			out = append(out, authzBinding(principal, allow, r.rt, lit, name, r.op))
-		case k == caseDeny:
-			out = append(out, authzBinding(principal, allow, r.rt, lit, name, r.op), authzBinding(principal, deny, r.rt, lit, name, r.op))
-		case k == casePrefixed:
-			out = append(out, authzBinding(principal, allow, r.rt, pre, name[:len(name)-3], r.op))
+		case i != under || k == grpAllowed:
+			out = append(out, grpBinding(principal, allow, r.rt, lit, name, r.op))
+		case k == grpDeny:
+			out = append(out, grpBinding(principal, allow, r.rt, lit, name, r.op), grpBinding(principal, deny, r.rt, lit, name, r.op))
+		case k == grpPrefixed:
+			out = append(out, grpBinding(principal, allow, r.rt, pre, name[:len(name)-3], r.op))
 		}
 	}
 	return out
@@ -384,21 +384,21 @@ func TestAuthzGroupsMatrix(t *testing.T) {
 		}
 	}
 	type run struct {
-		api   authzAPI
+		api   grpAPI
 		under int
-		k     authzCase
+		k     grpCase
 		user  string
 	}
 	var runs []run
 	var bindings []acl.Binding
 	for _, a := range authzGroupAPIs {
 		for i := range a.res {
-			for _, k := range authzCases {
+			for _, k := range grpCases {
 				user := "admin"
-				if k != caseSuper {
+				if k != grpSuper {
 					user = fmt.Sprintf("%s-%d-%s", a.prefix, i, k)
-					addAuthzUser(t, b, user)
-					bindings = append(bindings, caseBindings("User:"+user, a, i, k)...)
+					addGrpUser(t, b, user)
+					bindings = append(bindings, grpCaseBindings("User:"+user, a, i, k)...)
 				}
 				runs = append(runs, run{a, i, k, user})
 			}
@@ -411,8 +411,8 @@ func TestAuthzGroupsMatrix(t *testing.T) {
 		res := r.api.res[r.under]
 		t.Run(fmt.Sprintf("%s/%s %s/%s", r.api.name, res.rt, res.op, r.k), func(t *testing.T) {
 			want := r.api.ok
-			if r.k == caseNone || r.k == caseDeny {
-				want = deniedCode(res.rt)
+			if r.k == grpNone || r.k == grpDeny {
+				want = grpDeniedCode(res.rt)
 			}
 			if r.api.before != nil {
 				r.api.before(b.as(t, "admin"), r.api.names())
