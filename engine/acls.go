@@ -112,4 +112,7 @@ func (e *Engine) pollStores() {
 	if e.acls.store != nil {
 		e.pollStore(e.acls.store)
 	}
+	if e.quotas.store != nil {
+		e.pollStore(e.quotas.store)
+	}
 }

@@ -148,7 +148,8 @@ type Engine struct {
 	// the cluster loop, read without a lock.
 	cview atomic.Pointer[clusterView]
 
-	acls aclState
+	acls   aclState
+	quotas quotaState
 
 	// opens is this process's bookkeeping of its opens (openbook.go).
 	opens *openBook
@@ -245,6 +246,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	e.changes.Store(&first)
 	e.cview.Store(&clusterView{self: cfg.BrokerID, incarnation: e.incarnation, controller: -1})
 	e.initACLs()
+	e.initQuotas()
 	e.areader = cluster.NewAssignmentReader(e.fsys, cfg.ClusterDir)
 	for _, d := range []string{cfg.DataDir, path.Join(cfg.DataDir, states.TopicsDir), cfg.ClusterDir, path.Join(cfg.ClusterDir, desired.SpecsDir)} {
 		if err := volume.MkdirAllSync(e.fsys, d); err != nil {

@@ -66,6 +66,10 @@ func init() {
 		kmsg.DescribeACLs: {0, 3, handleDescribeAcls},
 		kmsg.CreateACLs:   {0, 3, handleCreateAcls},
 		kmsg.DeleteACLs:   {0, 3, handleDeleteAcls},
+
+		// Client quotas, in the store every broker enforces.
+		kmsg.DescribeClientQuotas: {0, 1, handleDescribeClientQuotas},
+		kmsg.AlterClientQuotas:    {0, 1, handleAlterClientQuotas},
 	}
 }
 
