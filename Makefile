@@ -8,6 +8,8 @@
 #   make specs-clients  only Label("clients")
 #   make specs-chaos    only Label("chaos")
 #   make specs-txn      only Label("txn"): idempotent and transactional producers, InitProducerId, EOS copiers
+#   make specs-acl      only Label("acl"): the ACL authorizer with franz-go, sarama, kafka-go and
+#                       librdkafka (ACL and quota APIs, refusals, takeover of a refused partition)
 #   make specs-hostile  only Label("hostile"): fault model T11, hostile connections beside good clients
 #                       (KAAS_SPECS_HOSTILE_ATTACK=30s for a longer run of each attack)
 #   make fuzz           every fuzz target in turn, FUZZTIME each (default 10m)
@@ -45,7 +47,7 @@ export KAAS_NODE_MODULES
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn specs-hostile fuzz fuzz-regress run run-cluster bench lint fmt-check vet staticcheck clean
+.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn specs-acl specs-hostile fuzz fuzz-regress run run-cluster bench lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -89,6 +91,9 @@ specs-floor:
 
 specs-txn:
 	$(SPECS) -ginkgo.label-filter=txn $(GINKGO_FLAGS)
+
+specs-acl:
+	$(SPECS) -ginkgo.label-filter=acl $(GINKGO_FLAGS)
 
 specs-hostile:
 	$(SPECS) -ginkgo.label-filter=hostile $(GINKGO_FLAGS)
