@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/quota"
+	"github.com/kaas-dev/kaas/volume/records/recordstest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -110,5 +111,22 @@ func TestWaitUnmuted(t *testing.T) {
 				t.Errorf("waitUnmuted = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestBrokerGuardThrottlesProduce: over the broker-wide guard, a Produce
+// v9 answer carries the throttle time (the young rate is measured over
+// 10 s, so a request of twice 10 s of the limit waits about 10 s).
+func TestBrokerGuardThrottlesProduce(t *testing.T) {
+	br := startBroker(t, func(c *Config) { c.MaxProduceBytesPerSecond = 1000 })
+	br.createTopic(t, "guarded", 1, nil)
+	c := br.dial(t)
+	batch := recordstest.Batch{Records: recordstest.Text(20, 1000)}.Bytes()
+	resp := c.do(produceReq(9, 1, "guarded", 0, batch)).(*kmsg.ProduceResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("error %d: a throttled produce is still appended", code)
+	}
+	if resp.ThrottleMillis < 5000 || resp.ThrottleMillis > 20000 {
+		t.Fatalf("ThrottleMillis %d, want about 10000", resp.ThrottleMillis)
 	}
 }
