@@ -63,6 +63,9 @@ type conn struct {
 	frame   frameCharge
 	held    atomic.Int64
 	drained chan struct{}
+	// muteUntil (Unix ns) holds the read loop after a throttled response
+	// (KIP-219, quota_enforce.go).
+	muteUntil atomic.Int64
 }
 
 type reply struct {
@@ -91,6 +94,10 @@ type reply struct {
 	// order, a non-empty one replacing the partition's RecordBatches (see
 	// appendFetchResponse). release releases them.
 	refs []partlog.Ref
+	// size, quotaUser and clientID meter a produce for its quotas
+	// (quota_enforce.go), taken when it was read.
+	size                int64
+	quotaUser, clientID string
 }
 
 func (r *reply) finish(resp kmsg.Response) {
@@ -176,6 +183,9 @@ func (c *conn) readLoop() error {
 			return nil
 		default:
 		}
+		if !c.waitUnmuted() {
+			return nil // the connection is closing
+		}
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
 		// stopReading may have set its immediate deadline between the
 		// check above and the line before, which just replaced it.
@@ -211,6 +221,10 @@ func (c *conn) readLoop() error {
 				return err
 			}
 			continue
+		}
+		if !c.waitUnmuted() { // muted while this frame arrived
+			c.releaseCharge(charge)
+			return nil
 		}
 		if err := c.dispatch(frame, charge); err != nil {
 			return err
@@ -324,6 +338,9 @@ func (c *conn) dispatch(frame []byte, charge int64) (err error) {
 	}
 	c.notePrincipal()
 	r := &reply{key: hdr.key, version: hdr.version, corr: hdr.corr, zone: c.zone, done: make(chan struct{})}
+	if kmsg.Key(hdr.key) == kmsg.Produce {
+		r.size, r.quotaUser, r.clientID = int64(len(frame)), quotaUser(c.aclPrincipal()), c.clientID
+	}
 	h, known := handlers[kmsg.Key(hdr.key)]
 	if !known {
 		return fmt.Errorf("unsupported api key %d", hdr.key)
@@ -425,6 +442,9 @@ func (c *conn) writeReply(r *reply) bool {
 		return false
 	}
 	if r.closeAfter > 0 && !c.holdBack(r.closeAfter) {
+		return false
+	}
+	if r.size > 0 && !c.throttleProduce(r) {
 		return false
 	}
 	if r.raw != nil {

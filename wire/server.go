@@ -69,6 +69,10 @@ type Config struct {
 	// super users. Empty: any connection may, for a broker that
 	// authenticates no client.
 	BrokerPrincipals []string
+	// MaxProduceBytesPerSecond is a broker-wide produce rate guard: all
+	// clients share one meter and, over it, produce responses are
+	// throttled as by a client quota. 0 is off.
+	MaxProduceBytesPerSecond float64
 }
 
 // DefaultFetchMaxBytes is Kafka's fetch.max.bytes default.
@@ -89,6 +93,8 @@ type Server struct {
 	plaintext *Listener
 	// brokerPrincipals is Config.BrokerPrincipals as a set.
 	brokerPrincipals map[string]bool
+	// produce meters produce requests for their quotas.
+	produce *produceQuotas
 
 	mu    sync.Mutex
 	lns   []net.Listener
@@ -152,6 +158,7 @@ func NewServer(cfg Config) (*Server, error) {
 			s.brokerPrincipals[p] = true
 		}
 	}
+	s.produce = newProduceQuotas(cfg.MaxProduceBytesPerSecond, func() int64 { return s.now().UnixMilli() })
 	s.budget = newRequestBudget(cfg.MaxQueuedBytes, func() time.Time { return s.now() })
 	return s, nil
 }

@@ -218,7 +218,8 @@ func run(o options, log logr.Logger) error {
 	srv, err := wire.NewServer(wire.Config{Engine: eng, Logger: log.WithName("wire"), Advertise: advertise,
 		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes), MaxQueuedBytes: o.maxQueuedBytes,
 		MaxConnections: fds.Connections, MaxConnectionsPerIP: o.conns.maxConnectionsPerIP, FetchMaxBytes: int32(o.conns.fetchMaxBytes),
-		BrokerPrincipals: setup.brokerPrincipals})
+		MaxProduceBytesPerSecond: float64(o.conns.maxProduceBytesPerSecond),
+		BrokerPrincipals:         setup.brokerPrincipals})
 	if err != nil {
 		closeListeners()
 		return err

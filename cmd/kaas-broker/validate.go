@@ -69,6 +69,8 @@ var rangeRules = []rangeRule{
 	}, must("must be from 0 (unlimited) to 2147483647")},
 	{"fetch-max-bytes", func(o *options) bool { return o.conns.fetchMaxBytes >= 1 && o.conns.fetchMaxBytes <= math.MaxInt32 },
 		must("must be from 1 to 2147483647 bytes")},
+	{"max-produce-bytes-per-second", func(o *options) bool { return o.conns.maxProduceBytesPerSecond >= 0 },
+		must("must be 0 (off) or positive")},
 }
 
 // validate checks the parsed options: every range rule, then the flags
