@@ -32,6 +32,7 @@ var readOnlyProcedures = map[string]func(fsys volume.FS) error{
 	"Heartbeater.SetOpen":      func(fsys volume.FS) error { heartbeater(fsys).SetOpen([]string{"t/0@id"}); return nil },
 	"Heartbeater.SetWallClock": func(fsys volume.FS) error { heartbeater(fsys).SetWallClock(time.Now); return nil },
 	"Heartbeater.SetReopen":    func(fsys volume.FS) error { heartbeater(fsys).SetReopen([]string{"t/0@id#1"}); return nil },
+	"Heartbeater.SetVersion":   func(fsys volume.FS) error { heartbeater(fsys).SetVersion("acls", "tok"); return nil },
 	"Heartbeater.Last":         func(fsys volume.FS) error { heartbeater(fsys).Last(); return nil },
 	"Heartbeater.Replaces":     func(fsys volume.FS) error { heartbeater(fsys).Replaces("old"); return nil },
 	"ReadHeartbeat": func(fsys volume.FS) error {
