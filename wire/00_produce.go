@@ -120,7 +120,7 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 			}
 			part, err := eng.Partition(rt.Topic, rp.Partition)
 			if errors.Is(err, engine.ErrUnknownTopic) {
-				if _, known := eng.Topic(rt.Topic); !known && eng.AutoCreateEnabled() && c.mayAutoCreate(rt.Topic) {
+				if _, known := eng.Topic(rt.Topic); !known && eng.AutoCreateEnabled() && c.mayCreateTopic(rt.Topic) {
 					if cerr := eng.AutoCreate(rt.Topic); cerr != nil {
 						err = cerr
 					}

@@ -30,10 +30,6 @@ func (c *conn) mayCreateTopic(topic string) bool {
 	return c.allowedCluster(kmsg.ACLOperationCreate) || c.allowedTopic(kmsg.ACLOperationCreate, topic)
 }
 
-// mayAutoCreate is mayCreateTopic for a topic a request names without
-// creating it explicitly.
-func (c *conn) mayAutoCreate(topic string) bool { return c.mayCreateTopic(topic) }
-
 // allowedTxnRecords: a produce carrying transactional batches needs WRITE
 // on its transactional ID (none is never authorized), as Kafka checks
 // before anything else.
