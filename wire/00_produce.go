@@ -27,6 +27,11 @@ package wire
 //   overlap their waits without reordering their appends.
 // * acks=0 gets no response (as in Kafka); its data becomes readable when a
 //   sync covers it.
+// * A producer_byte_rate quota, or the broker-wide
+//   --max-produce-bytes-per-second, meters each request's bytes
+//   (quota_enforce.go): over it the records are still appended, and the
+//   answer carries ThrottleTimeMs; from v6 the connection is then not read
+//   for that long (an acks=0 producer's too), below v6 the answer is late.
 // * A retried batch of an idempotent producer is answered with the offset
 //   it was first written at; a sequence gap gets OUT_OF_ORDER_SEQUENCE_NUMBER.
 // * Unknown topics are auto-created when allowed; the answer is the

@@ -34,6 +34,10 @@ package wire
 //   one incarnation are never answered for another. (franz-go keeps a
 //   cursor's topic ID for good: on a new ID in metadata it stops and its
 //   fetches fail UNKNOWN_TOPIC_ID until the topic is purged and re-added.)
+// * A consumer_byte_rate quota (quota_enforce.go) bounds an answer to the
+//   quota's bytes in one window (1 s), as Kafka does; a client over it is
+//   answered without records with its ThrottleTimeMs (and, from v8, its
+//   connection is not read meanwhile; below v8 the answer comes late).
 // * Authorization (Kafka's, for consumers): READ on each topic, else its
 //   partitions are TOPIC_AUTHORIZATION_FAILED (answered at once). kaas has
 //   no follower fetches, so none needs CLUSTER_ACTION.
@@ -79,17 +83,21 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 		if c.authzOn() {
 			readable = func(topic string) bool { return c.allowedTopic(kmsg.ACLOperationRead, topic) }
 		}
+		// A consumer quota bounds the answer (quota_enforce.go).
+		maxBytes := c.s.quotas.fetchCap(r.quotaUser, r.clientID)
 		for {
 			changed := c.s.eng.Changed()
 			var resp *kmsg.FetchResponse
 			var n int
 			var errs bool
-			resp, refs, n, errs = c.s.fetchOnce(req, refs[:0], w, readable)
+			start := time.Now()
+			resp, refs, n, errs = c.s.fetchOnce(req, refs[:0], w, readable, maxBytes)
+			r.spent += time.Since(start) // reads count as handler time, waits do not
 			left := time.Until(deadline)
 			if n >= int(req.MinBytes) || errs || left <= 0 {
 				// The writer sends the refs' file ranges, then releases them
 				// (also when the connection broke).
-				r.refs = refs
+				r.refs, r.size = refs, int64(n)
 				r.release = func() { releaseRefs(refs) }
 				r.finish(resp)
 				return
@@ -149,11 +157,15 @@ func releaseRefs(refs []partlog.Ref) {
 // writer sends with sendfile where it can (appendFetchResponse, writePieces)
 // and then releases. It reports the bytes of records in the answer and
 // whether any partition carries an error (answered at once, like Kafka).
-func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchWatch, readable func(string) bool) (*kmsg.FetchResponse, []partlog.Ref, int, bool) {
+// maxBytes, when > 0, bounds the answer further (a consumer quota).
+func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchWatch, readable func(string) bool, maxBytes int) (*kmsg.FetchResponse, []partlog.Ref, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	remaining := int(s.cfg.FetchMaxBytes)
 	if req.MaxBytes > 0 {
 		remaining = min(remaining, int(req.MaxBytes))
+	}
+	if maxBytes > 0 {
+		remaining = min(remaining, maxBytes)
 	}
 	total, anyErr := 0, false
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))

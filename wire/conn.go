@@ -94,14 +94,27 @@ type reply struct {
 	// order, a non-empty one replacing the partition's RecordBatches (see
 	// appendFetchResponse). release releases them.
 	refs []partlog.Ref
-	// size, quotaUser and clientID meter a produce for its quotas
-	// (quota_enforce.go), taken when it was read.
-	size                int64
+	// quotaUser and clientID are the client's quota entity when the
+	// request was read; size is what a byte-rate quota meters it by: a
+	// produce's frame, a fetch answer's record bytes (quota_enforce.go).
 	quotaUser, clientID string
+	size                int64
+	// start is when the request was dispatched; spent is the handler time
+	// the request_percentage quota meters: until finish for a handler
+	// that answers at once; for one that goes async, until then plus what
+	// it adds for its own work (not its waits). exempt requests are not
+	// metered by it.
+	start  time.Time
+	spent  time.Duration
+	async  bool
+	exempt bool
 }
 
 func (r *reply) finish(resp kmsg.Response) {
 	r.resp = resp
+	if !r.async {
+		r.spent = time.Since(r.start)
+	}
 	close(r.done)
 }
 
@@ -337,9 +350,10 @@ func (c *conn) dispatch(frame []byte, charge int64) (err error) {
 		return err
 	}
 	c.notePrincipal()
-	r := &reply{key: hdr.key, version: hdr.version, corr: hdr.corr, zone: c.zone, done: make(chan struct{})}
+	r := &reply{key: hdr.key, version: hdr.version, corr: hdr.corr, zone: c.zone, done: make(chan struct{}),
+		quotaUser: quotaUser(c.aclPrincipal()), clientID: c.clientID, start: time.Now()}
 	if kmsg.Key(hdr.key) == kmsg.Produce {
-		r.size, r.quotaUser, r.clientID = int64(len(frame)), quotaUser(c.aclPrincipal()), c.clientID
+		r.size = int64(len(frame))
 	}
 	h, known := handlers[kmsg.Key(hdr.key)]
 	if !known {
@@ -391,12 +405,15 @@ func (c *conn) dispatch(frame []byte, charge int64) (err error) {
 		r.finish(refusal)
 		return nil
 	}
+	r.exempt = quotaExempt(req)
 	h.fn(c, req, r)
 	return nil
 }
 
-// async runs fn in its own goroutine, with the same panic safety.
+// async runs fn in its own goroutine, with the same panic safety. The
+// handler time metered so far ends here; fn adds its own work to r.spent.
 func (c *conn) async(r *reply, fn func()) {
+	r.async, r.spent = true, time.Since(r.start)
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -444,7 +461,7 @@ func (c *conn) writeReply(r *reply) bool {
 	if r.closeAfter > 0 && !c.holdBack(r.closeAfter) {
 		return false
 	}
-	if r.size > 0 && !c.throttleProduce(r) {
+	if r.raw == nil && !c.applyQuotas(r) {
 		return false
 	}
 	if r.raw != nil {

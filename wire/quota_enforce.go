@@ -9,42 +9,41 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// produceQuotas meters handled produce requests: per client quota entity
-// (producer_byte_rate) and, when Config.MaxProduceBytesPerSecond is set,
-// broker-wide, all clients sharing one sensor.
-type produceQuotas struct {
-	client      *throttle.Sensors
-	broker      *throttle.Sensors
-	brokerLimit float64
+// Client quotas are enforced as Kafka's quota managers do: each handled
+// request is recorded on its client's sensors (produce bytes, fetched
+// bytes, request time), and when a rate is over its quota the response
+// says for how long in ThrottleTimeMs and the connection is held that long
+// (KIP-219: clients of a version that waits out the throttle themselves
+// get the answer at once and the broker stops reading from them; older
+// ones get the answer late). A client over its quota is slowed, never
+// refused, and no other connection waits for it.
+
+// quotaMeters are the sensors of the client quotas, one set per quota kind
+// as in Kafka, and the broker-wide produce guard
+// (Config.MaxProduceBytesPerSecond), all clients sharing its one sensor.
+type quotaMeters struct {
+	source                  clientQuotas
+	produce, fetch, request *throttle.Sensors
+	broker                  *throttle.Sensors
+	brokerLimit             float64
 }
 
 // brokerSensor is the one sensor of the broker-wide produce guard.
 const brokerSensor = "broker"
 
-func newProduceQuotas(brokerLimit float64, nowMs func() int64) *produceQuotas {
-	return &produceQuotas{
-		client:      throttle.NewSensors(throttle.DefaultConfig, throttle.DefaultIdleMs, throttle.DefaultMaxSensors, nowMs),
+func newQuotaMeters(source clientQuotas, brokerLimit float64, nowMs func() int64) *quotaMeters {
+	sensors := func() *throttle.Sensors {
+		return throttle.NewSensors(throttle.DefaultConfig, throttle.DefaultIdleMs, throttle.DefaultMaxSensors, nowMs)
+	}
+	q := &quotaMeters{
+		source:  source,
+		produce: sensors(), fetch: sensors(), request: sensors(),
 		broker:      throttle.NewSensors(throttle.DefaultConfig, throttle.DefaultIdleMs, 1, nowMs),
 		brokerLimit: brokerLimit,
 	}
-}
-
-// quotaUser is the quota entity of a principal: its name without the type
-// ("User:ANONYMOUS" is "ANONYMOUS", Kafka's entity for anonymous clients).
-func quotaUser(principal string) string { return strings.TrimPrefix(principal, "User:") }
-
-// record adds a handled produce of size bytes from user/clientID and
-// answers its throttle time: the longer of the client quota's and the
-// broker-wide guard's.
-func (q *produceQuotas) record(quotas clientQuotas, user, clientID string, size int64) int64 {
-	var ms int64
-	if limit, sensor, ok := quotas.ClientQuota(quota.ProducerByteRate, user, clientID); ok {
-		ms = q.client.Record(sensor, float64(size), limit)
-	}
-	if q.brokerLimit > 0 {
-		ms = throttle.Longer(ms, q.broker.Record(brokerSensor, float64(size), q.brokerLimit))
-	}
-	return ms
+	// Kafka caps a request-time throttle at one quota window.
+	q.request.MaxThrottleMs = throttle.DefaultConfig.WindowMs
+	return q
 }
 
 // clientQuotas answers the quota that applies to a client (the engine).
@@ -52,40 +51,118 @@ type clientQuotas interface {
 	ClientQuota(k quota.Key, user, clientID string) (limit float64, sensor string, ok bool)
 }
 
-// kip219Since is the first version of each metered API whose clients wait
-// out ThrottleTimeMs themselves (KIP-219); Kafka answers older versions
-// late instead of muting the connection.
-var kip219Since = map[kmsg.Key]int16{kmsg.Produce: 6, kmsg.Fetch: 8}
+// quotaUser is the quota entity of a principal: its name without the type
+// ("User:ANONYMOUS" is "ANONYMOUS", Kafka's entity for anonymous clients).
+func quotaUser(principal string) string { return strings.TrimPrefix(principal, "User:") }
 
-// throttleAction is how a response throttled for ms is served: delayed
-// (older clients) or sent at once with reads muted for ms afterwards.
-func throttleAction(key int16, version int16, ms int64) (delay, mute time.Duration) {
-	if ms <= 0 {
-		return 0, 0
+// recordProduce adds a handled produce of size bytes and answers its
+// throttle time: the longer of the client quota's and the broker guard's.
+func (q *quotaMeters) recordProduce(user, clientID string, size int64) int64 {
+	var ms int64
+	if limit, sensor, ok := q.source.ClientQuota(quota.ProducerByteRate, user, clientID); ok {
+		ms = q.produce.Record(sensor, float64(size), limit)
 	}
+	if q.brokerLimit > 0 {
+		ms = throttle.Longer(ms, q.broker.Record(brokerSensor, float64(size), q.brokerLimit))
+	}
+	return ms
+}
+
+// fetchCap is the most record bytes one Fetch of this client may answer:
+// its consumer_byte_rate over one quota window, as Kafka bounds a fetch
+// by the quota's window, so a single answer never puts a client far over
+// its quota (whose answer would then be thrown away, again and again).
+// 0 is no cap.
+func (q *quotaMeters) fetchCap(user, clientID string) int {
+	limit, _, ok := q.source.ClientQuota(quota.ConsumerByteRate, user, clientID)
+	if !ok {
+		return 0
+	}
+	return max(1, int(limit*float64(throttle.DefaultConfig.WindowMs)/1000))
+}
+
+// requestPercent is a request's handler time as Kafka records it on the
+// request_percentage sensor: percent of one thread for one second.
+func requestPercent(d time.Duration) float64 { return float64(d) * 100 / float64(time.Second) }
+
+// applyQuotas meters a handled request for the client quotas and applies
+// the longest throttle time that results: in the response's
+// ThrottleTimeMs, and as a delay before the response or a mute of the
+// connection after it. A Fetch that is throttled is answered without
+// records, its bytes unrecorded, as Kafka does (the client fetches them
+// again once the throttle is over). False means the connection closed
+// while delaying.
+func (c *conn) applyQuotas(r *reply) bool {
+	q := c.s.quotas
+	var ms int64
+	var fetchSensor string
+	switch kmsg.Key(r.key) {
+	case kmsg.Produce:
+		ms = q.recordProduce(r.quotaUser, r.clientID, r.size)
+	case kmsg.Fetch:
+		if limit, sensor, ok := q.source.ClientQuota(quota.ConsumerByteRate, r.quotaUser, r.clientID); ok && r.resp != nil {
+			fetchSensor = sensor
+			ms = q.fetch.Record(sensor, float64(r.size), limit)
+		}
+	}
+	if !r.exempt {
+		if limit, sensor, ok := q.source.ClientQuota(quota.RequestPercentage, r.quotaUser, r.clientID); ok {
+			ms = throttle.Longer(ms, q.request.Record(sensor, requestPercent(r.spent), limit))
+		}
+	}
+	if ms <= 0 {
+		return true
+	}
+	if fr, ok := r.resp.(*kmsg.FetchResponse); ok {
+		if fetchSensor != "" {
+			q.fetch.Unrecord(fetchSensor, float64(r.size))
+		}
+		r.resp, r.refs = throttledFetch(fr), nil // r.release still frees the refs
+	}
+	delay, mute := throttleResponse(r, ms)
+	if mute > 0 {
+		c.muteUntil.Store(c.s.now().Add(mute).UnixNano())
+	}
+	return delay <= 0 || c.holdBack(delay)
+}
+
+// throttledFetch is the answer to a throttled Fetch: no partitions, no
+// session (Kafka's throttled response of a sessionless fetch).
+func throttledFetch(fr *kmsg.FetchResponse) *kmsg.FetchResponse {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = fr.Version
+	return resp
+}
+
+// throttleResponse sets ms as r's ThrottleTimeMs and says how it is
+// served: by a delay before the answer, for versions whose clients do not
+// wait out a throttle themselves, or by a mute of the connection after it
+// (KIP-219; also for an answer without the field, and an acks=0 produce,
+// which has no answer).
+func throttleResponse(r *reply, ms int64) (delay, mute time.Duration) {
 	d := time.Duration(ms) * time.Millisecond
-	if since, ok := kip219Since[kmsg.Key(key)]; ok && version < since {
+	tr, ok := r.resp.(kmsg.ThrottleResponse)
+	if !ok {
+		return 0, d
+	}
+	r.resp.SetVersion(r.version)
+	r.resp.(kmsg.SetThrottleResponse).SetThrottle(int32(min(ms, int64(1<<31-1))))
+	if _, clientWaits := tr.Throttle(); !clientWaits {
 		return d, 0
 	}
 	return 0, d
 }
 
-// throttleProduce meters a handled produce and applies its throttle time:
-// in the response's ThrottleMillis, and as a delay before it or a mute
-// after it. False means the connection closed while delaying.
-func (c *conn) throttleProduce(r *reply) bool {
-	ms := c.s.produce.record(c.s.eng, r.quotaUser, r.clientID, r.size)
-	if ms <= 0 {
+// quotaExempt reports whether a request is left off the request_percentage
+// sensor: the version and authentication handshakes (which Kafka serves
+// before the principal is known) and the inter-broker APIs, as Kafka
+// exempts a broker's cluster actions.
+func quotaExempt(req kmsg.Request) bool {
+	switch kmsg.Key(req.Key()) {
+	case kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate:
 		return true
 	}
-	if pr, ok := r.resp.(*kmsg.ProduceResponse); ok {
-		pr.ThrottleMillis = int32(min(ms, int64(1<<31-1)))
-	}
-	delay, mute := throttleAction(r.key, r.version, ms)
-	if mute > 0 {
-		c.muteUntil.Store(c.s.now().Add(mute).UnixNano())
-	}
-	return delay <= 0 || c.holdBack(delay)
+	return interBrokerOnly(req)
 }
 
 // waitUnmuted holds the read loop while the connection is muted; false

@@ -10,16 +10,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// fakeQuotas gives every user in limits its producer_byte_rate, its own
-// sensor.
+// fakeQuotas gives each user the quotas listed as "user/key", on a
+// sensor of its own.
 type fakeQuotas map[string]float64
 
 func (f fakeQuotas) ClientQuota(k quota.Key, user, clientID string) (float64, string, bool) {
-	l, ok := f[user]
-	if !ok || k != quota.ProducerByteRate {
-		return 0, "", false
-	}
-	return l, user, true
+	l, ok := f[user+"/"+string(k)]
+	return l, user, ok
 }
 
 func TestQuotaUser(t *testing.T) {
@@ -51,39 +48,128 @@ func TestProduceQuotasPrecedence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			now := int64(0)
-			q := newProduceQuotas(tt.broker, func() int64 { return now })
 			src := fakeQuotas{}
 			if tt.client > 0 {
-				src["alice"] = tt.client
+				src["alice/producer_byte_rate"] = tt.client
 			}
-			if got := q.record(src, "alice", "app", tt.bytes); got != tt.wantMs {
+			q := newQuotaMeters(src, tt.broker, func() int64 { return now })
+			if got := q.recordProduce("alice", "app", tt.bytes); got != tt.wantMs {
 				t.Errorf("alice throttled %d ms, want %d", got, tt.wantMs)
 			}
-			if got := q.record(src, "bob", "app", 10000); got != tt.wantBobMs {
+			if got := q.recordProduce("bob", "app", 10000); got != tt.wantBobMs {
 				t.Errorf("bob throttled %d ms, want %d", got, tt.wantBobMs)
 			}
 		})
 	}
 }
 
-func TestThrottleAction(t *testing.T) {
+func TestThrottleResponse(t *testing.T) {
 	tests := []struct {
-		key            kmsg.Key
+		name           string
+		resp           kmsg.Response // nil: an acks=0 produce
 		version        int16
-		ms             int64
 		delay, muteFor time.Duration
 	}{
-		{kmsg.Produce, 9, 0, 0, 0},
-		{kmsg.Produce, 5, 300, 300 * time.Millisecond, 0},
-		{kmsg.Produce, 6, 300, 0, 300 * time.Millisecond},
-		{kmsg.Fetch, 7, 40, 40 * time.Millisecond, 0},
-		{kmsg.Fetch, 8, 40, 0, 40 * time.Millisecond},
+		{"Produce v5 is answered late", kmsg.NewPtrProduceResponse(), 5, 300 * time.Millisecond, 0},
+		{"Produce v6 mutes after", kmsg.NewPtrProduceResponse(), 6, 0, 300 * time.Millisecond},
+		{"Fetch v7 is answered late", kmsg.NewPtrFetchResponse(), 7, 300 * time.Millisecond, 0},
+		{"Fetch v8 mutes after", kmsg.NewPtrFetchResponse(), 8, 0, 300 * time.Millisecond},
+		{"Metadata v5 is answered late", kmsg.NewPtrMetadataResponse(), 5, 300 * time.Millisecond, 0},
+		{"Metadata v6 mutes after", kmsg.NewPtrMetadataResponse(), 6, 0, 300 * time.Millisecond},
+		{"DescribeClientQuotas mutes after from v0", kmsg.NewPtrDescribeClientQuotasResponse(), 0, 0, 300 * time.Millisecond},
+		{"an answer without the field mutes after", kmsg.NewPtrSASLHandshakeResponse(), 1, 0, 300 * time.Millisecond},
+		{"an acks=0 produce mutes", nil, 9, 0, 300 * time.Millisecond},
 	}
 	for _, tt := range tests {
-		delay, mute := throttleAction(int16(tt.key), tt.version, tt.ms)
-		if delay != tt.delay || mute != tt.muteFor {
-			t.Errorf("%v v%d %d ms: delay %v mute %v, want %v and %v", tt.key, tt.version, tt.ms, delay, mute, tt.delay, tt.muteFor)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			r := &reply{resp: tt.resp, version: tt.version}
+			delay, mute := throttleResponse(r, 300)
+			if delay != tt.delay || mute != tt.muteFor {
+				t.Errorf("delay %v mute %v, want %v and %v", delay, mute, tt.delay, tt.muteFor)
+			}
+			if tr, ok := tt.resp.(kmsg.ThrottleResponse); ok {
+				if ms, _ := tr.Throttle(); ms != 300 {
+					t.Errorf("ThrottleTimeMs %d, want 300", ms)
+				}
+			}
+		})
+	}
+}
+
+// TestApplyQuotas: a young rate is measured over 10 s, so 10 s of the
+// limit is within it and 20 s of it twice it (10 s of throttle). Every
+// case uses versions whose clients wait out the throttle (the connection
+// is muted after the answer, nothing waits here).
+func TestApplyQuotas(t *testing.T) {
+	fetchWithRecords := func() *kmsg.FetchResponse {
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Version = 12
+		resp.Topics = []kmsg.FetchResponseTopic{{Topic: "t", Partitions: []kmsg.FetchResponseTopicPartition{{RecordBatches: []byte{1}}}}}
+		return resp
+	}
+	tests := []struct {
+		name    string
+		quotas  fakeQuotas
+		key     kmsg.Key
+		version int16
+		size    int64
+		spent   time.Duration
+		exempt  bool
+		wantMs  int32
+		empty   bool // a fetch answered without records
+		// thenMs is the throttle of the same request again, 0 ms later.
+		thenMs int32
+	}{
+		{name: "a fetch within its consumer quota", quotas: fakeQuotas{"alice/consumer_byte_rate": 1000},
+			key: kmsg.Fetch, version: 12, size: 5000, thenMs: 0},
+		{name: "a fetch over its consumer quota is answered empty and unrecorded", quotas: fakeQuotas{"alice/consumer_byte_rate": 1000},
+			key: kmsg.Fetch, version: 12, size: 20000, wantMs: 10000, empty: true, thenMs: 10000},
+		{name: "a fetch over the request quota is answered empty, its bytes unrecorded",
+			quotas: fakeQuotas{"alice/consumer_byte_rate": 1000, "alice/request_percentage": 1},
+			key:    kmsg.Fetch, version: 12, size: 6000, spent: 200 * time.Millisecond, wantMs: 1000, empty: true, thenMs: 1000},
+		{name: "request time over request_percentage is throttled at most one window", quotas: fakeQuotas{"alice/request_percentage": 1},
+			key: kmsg.Metadata, version: 12, spent: 200 * time.Millisecond, wantMs: 1000, thenMs: 1000},
+		{name: "request time within request_percentage", quotas: fakeQuotas{"alice/request_percentage": 10},
+			key: kmsg.Metadata, version: 12, spent: 20 * time.Millisecond},
+		{name: "an exempt request is not metered", quotas: fakeQuotas{"alice/request_percentage": 1},
+			key: kmsg.ApiVersions, version: 3, spent: 200 * time.Millisecond, exempt: true},
+		{name: "no quota", key: kmsg.Fetch, version: 12, size: 1 << 30, spent: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := time.Unix(1000, 0)
+			nowMs := func() int64 { return clock.UnixMilli() }
+			s := &Server{now: func() time.Time { return clock }, quotas: newQuotaMeters(tt.quotas, 0, nowMs)}
+			c := &conn{s: s, ctx: context.Background()}
+			handled := func() *reply {
+				r := &reply{key: int16(tt.key), version: tt.version, quotaUser: "alice", clientID: "app",
+					size: tt.size, spent: tt.spent, exempt: tt.exempt}
+				switch tt.key {
+				case kmsg.Fetch:
+					r.resp = fetchWithRecords()
+				default:
+					r.resp = kmsg.ResponseForKey(int16(tt.key))
+				}
+				if !c.applyQuotas(r) {
+					t.Fatal("applyQuotas reported a closed connection")
+				}
+				return r
+			}
+			r := handled()
+			ms, _ := r.resp.(kmsg.ThrottleResponse).Throttle()
+			if ms != tt.wantMs {
+				t.Errorf("ThrottleTimeMs %d, want %d", ms, tt.wantMs)
+			}
+			if fr, ok := r.resp.(*kmsg.FetchResponse); ok && (len(fr.Topics) == 0) != tt.empty {
+				t.Errorf("fetch answered with %d topics, want empty %v", len(fr.Topics), tt.empty)
+			}
+			if muted := c.muteUntil.Load() != 0; muted != (tt.wantMs > 0) {
+				t.Errorf("muted %v, want %v", muted, tt.wantMs > 0)
+			}
+			if ms, _ := handled().resp.(kmsg.ThrottleResponse).Throttle(); ms != tt.thenMs {
+				t.Errorf("then ThrottleTimeMs %d, want %d", ms, tt.thenMs)
+			}
+		})
 	}
 }
 
@@ -128,5 +214,69 @@ func TestBrokerGuardThrottlesProduce(t *testing.T) {
 	}
 	if resp.ThrottleMillis < 5000 || resp.ThrottleMillis > 20000 {
 		t.Fatalf("ThrottleMillis %d, want about 10000", resp.ThrottleMillis)
+	}
+}
+
+// TestConsumerQuotaBoundsFetch: a consumer_byte_rate bounds one Fetch
+// answer to the quota's bytes in one window, as Kafka does, though the
+// request asks for more; without the quota the same fetch answers all.
+func TestConsumerQuotaBoundsFetch(t *testing.T) {
+	br := startBroker(t, nil)
+	br.createTopic(t, "metered", 1, nil)
+	c := br.dial(t)
+	batch := recordstest.Batch{Records: recordstest.Text(1, 1000)}.Bytes()
+	for range 10 {
+		if code := c.do(produceReq(9, 1, "metered", 0, batch)).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("produce: error %d", code)
+		}
+	}
+	fetched := func() int {
+		resp := c.do(fetchReq(12, "metered", 0, -1, 0, 1)).(*kmsg.FetchResponse)
+		if resp.ThrottleMillis != 0 {
+			t.Fatalf("throttled %d ms: this test measures the bound, not the rate", resp.ThrottleMillis)
+		}
+		return len(resp.Topics[0].Partitions[0].RecordBatches)
+	}
+	if got := fetched(); got != 10*len(batch) {
+		t.Fatalf("without a quota %d bytes fetched, want all %d", got, 10*len(batch))
+	}
+	limit := float64(3 * len(batch))
+	user := alterEntry([]qcomp{{quota.TypeUser, nil}}, setOp("consumer_byte_rate", limit))
+	if resp := alterQuotas(c, false, user); resp.Entries[0].ErrorCode != 0 {
+		t.Fatalf("alter: %d %v", resp.Entries[0].ErrorCode, resp.Entries[0].ErrorMessage)
+	}
+	if got := fetched(); got != 3*len(batch) {
+		t.Fatalf("with a consumer quota of %v bytes/s %d bytes fetched, want %d", limit, got, 3*len(batch))
+	}
+}
+
+// TestRequestQuotaThrottlesMetadata: with a request_percentage too small
+// for any client, Metadata answers soon carry a throttle time, at most one
+// window, and answer in full (a request quota slows, never refuses).
+// ApiVersions, exempt, never does.
+func TestRequestQuotaThrottlesMetadata(t *testing.T) {
+	br := startBroker(t, nil)
+	c := br.dial(t)
+	entry := alterEntry([]qcomp{{quota.TypeUser, nil}}, setOp("request_percentage", 1e-9))
+	if resp := alterQuotas(c, false, entry); resp.Entries[0].ErrorCode != 0 {
+		t.Fatalf("alter: %d %v", resp.Entries[0].ErrorCode, resp.Entries[0].ErrorMessage)
+	}
+	// c is muted now, the AlterClientQuotas answer itself throttled by
+	// the quota it set: go on on another connection (the rate is the
+	// user's, the mute only c's).
+	c = br.dial(t)
+	versions := kmsg.NewPtrApiVersionsRequest()
+	versions.Version = 3
+	if ms := c.do(versions).(*kmsg.ApiVersionsResponse).ThrottleMillis; ms != 0 {
+		t.Fatalf("ApiVersions throttled %d ms: it is exempt", ms)
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	resp := c.do(req).(*kmsg.MetadataResponse)
+	if resp.ThrottleMillis <= 0 || resp.ThrottleMillis > 1000 {
+		t.Fatalf("Metadata throttled %d ms, want (0, 1000]", resp.ThrottleMillis)
+	}
+	if len(resp.Brokers) != 1 {
+		t.Fatalf("a throttled Metadata answers %d brokers, want 1", len(resp.Brokers))
 	}
 }

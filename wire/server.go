@@ -93,8 +93,9 @@ type Server struct {
 	plaintext *Listener
 	// brokerPrincipals is Config.BrokerPrincipals as a set.
 	brokerPrincipals map[string]bool
-	// produce meters produce requests for their quotas.
-	produce *produceQuotas
+	// quotas meters handled requests for the client quotas and the
+	// broker-wide produce guard (quota_enforce.go).
+	quotas *quotaMeters
 
 	mu    sync.Mutex
 	lns   []net.Listener
@@ -158,7 +159,7 @@ func NewServer(cfg Config) (*Server, error) {
 			s.brokerPrincipals[p] = true
 		}
 	}
-	s.produce = newProduceQuotas(cfg.MaxProduceBytesPerSecond, func() int64 { return s.now().UnixMilli() })
+	s.quotas = newQuotaMeters(cfg.Engine, cfg.MaxProduceBytesPerSecond, func() int64 { return s.now().UnixMilli() })
 	s.budget = newRequestBudget(cfg.MaxQueuedBytes, func() time.Time { return s.now() })
 	return s, nil
 }

@@ -62,6 +62,17 @@ func (s *Sensors) Record(name string, v, limit float64) int64 {
 	return ThrottleMs(sn.rate.Measure(now), limit, window, s.MaxThrottleMs)
 }
 
+// Unrecord takes v back off the named sensor, without a check (Kafka's
+// unrecordQuotaSensor): for a recorded answer that was then not sent.
+func (s *Sensors) Unrecord(name string, v float64) {
+	now := s.nowMs()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sn := s.byName[name]; sn != nil {
+		sn.rate.Record(-v, now)
+	}
+}
+
 // Len is the number of live sensors.
 func (s *Sensors) Len() int {
 	s.mu.Lock()

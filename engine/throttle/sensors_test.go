@@ -25,6 +25,23 @@ func TestSensorsThrottle(t *testing.T) {
 	}
 }
 
+func TestSensorsUnrecord(t *testing.T) {
+	clk := &fakeClock{}
+	s := NewSensors(DefaultConfig, DefaultIdleMs, 10, clk.now)
+	s.Unrecord("nobody", 1) // no sensor: nothing to take back, none made
+	if got := s.Len(); got != 0 {
+		t.Fatalf("%d sensors after unrecording an unknown one, want 0", got)
+	}
+	if got := s.Record("alice", 20000, 1000); got != 10000 {
+		t.Fatalf("double the limit: throttle %d, want 10000", got)
+	}
+	s.Unrecord("alice", 20000)
+	// Without the unrecorded 20000, 10000 more are at the limit.
+	if got := s.Record("alice", 10000, 1000); got != 0 {
+		t.Fatalf("after Unrecord: throttle %d, want 0", got)
+	}
+}
+
 func TestSensorsCapThrottle(t *testing.T) {
 	clk := &fakeClock{}
 	s := NewSensors(DefaultConfig, DefaultIdleMs, 10, clk.now)
