@@ -29,7 +29,7 @@ func TestSpaceOf(t *testing.T) {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(st.Blocks) * st.Bsize; got.Total != want {
+	if want := int64(st.Blocks) * int64(st.Bsize); got.Total != want {
 		t.Fatalf("Total %d, want %d", got.Total, want)
 	}
 	if got.Usable <= 0 || got.Usable > got.Total {
