@@ -224,6 +224,10 @@ func TestAuthzMatrix(t *testing.T) {
 				req.Topics = append(req.Topics, dt)
 				return c.do(req).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode
 			}, allowed: 0, denied: topicAuth},
+		{api: "DescribeLogDirs", rt: cluster, op: kmsg.ACLOperationDescribe, resource: fixed(acl.ClusterName),
+			probe: func(t *testing.T, c *rawConn, _ string) int16 {
+				return c.do(describeLogDirsReq(4, nil)).(*kmsg.DescribeLogDirsResponse).ErrorCode
+			}, allowed: 0, denied: clusterAuth},
 		{api: "DescribeAcls", rt: cluster, op: kmsg.ACLOperationDescribe, resource: fixed(acl.ClusterName),
 			probe: func(t *testing.T, c *rawConn, _ string) int16 {
 				return c.do(describeAnyACLs(3)).(*kmsg.DescribeACLsResponse).ErrorCode

@@ -57,6 +57,7 @@ func init() {
 		kmsg.AlterConfigs:            {0, 2, handleAlterConfigs},
 		kmsg.CreatePartitions:        {0, 3, handleCreatePartitions},
 		kmsg.IncrementalAlterConfigs: {0, 1, handleIncrementalAlterConfigs},
+		kmsg.DescribeLogDirs:         {0, 4, handleDescribeLogDirs},
 
 		// SCRAM credentials, in the store kaasctl users writes.
 		kmsg.DescribeUserSCRAMCredentials: {0, 0, handleDescribeUserScramCredentials},
