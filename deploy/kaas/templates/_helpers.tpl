@@ -188,7 +188,7 @@ StatefulSet.
 {{- fail "kaas: broker.replicas must be at least 1" }}
 {{- end }}
 {{- if and .Values.serviceMonitor.enabled (not .Values.operator.enabled) }}
-{{- fail "kaas: serviceMonitor.enabled needs operator.enabled (the brokers have no metrics endpoint yet)" }}
+{{- fail "kaas: serviceMonitor.enabled needs operator.enabled (it scrapes the operator; brokerPodMonitor scrapes the brokers)" }}
 {{- end }}
 {{- if and .Values.storage.controlPlane.enabled (eq (include "kaas.controlPlaneClaimName" .) (include "kaas.dataClaimName" .)) }}
 {{- fail "kaas: storage.controlPlane must be a different claim from storage.data" }}
