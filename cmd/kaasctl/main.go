@@ -14,14 +14,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -128,7 +131,9 @@ func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("kaasctl "+cmd, flag.ContinueOnError)
 	src.volumeFlags(fs)
 	src.admin.register(fs)
-	watch := fs.Duration("watch", 2*time.Second, "brokers: how long to watch heartbeats for progress")
+	window := fs.Duration("window", 2*time.Second, "brokers: how long to watch heartbeats for progress")
+	watch := fs.Bool("watch", false, "reconcile-status, brokers, top: refresh every --interval until interrupted")
+	interval := fs.Duration("interval", 2*time.Second, "with --watch: time between refreshes; top: between its two scrapes")
 	if err := fs.Parse(rest); err != nil {
 		return err
 	}
@@ -136,15 +141,20 @@ func run(args []string, out io.Writer) error {
 	if src.output != "table" && src.output != "json" {
 		return fmt.Errorf("-o must be table or json, not %q", src.output)
 	}
+	ctx, stop := interruptContext()
+	defer stop()
+	wo := newWatchOptions(*watch, *interval, src.output, out)
 	switch cmd {
 	case "reconcile-status":
-		return reconcileStatus(src, out)
+		return runWatch(ctx, out, wo, reconcileStatusFrames(src))
+	case "top":
+		return runWatch(ctx, out, wo, topFrames(src, wo.now))
 	case "brokers", "assignment":
 		if src.admin.url != "" {
 			return fmt.Errorf("%s reads the volume: give --data DIR (or --cluster-dir DIR)", cmd)
 		}
 		if cmd == "brokers" {
-			return brokers(src, out, *watch)
+			return runWatch(ctx, out, wo, brokersFrames(src, *window))
 		}
 		return assignment(src, out)
 	case "topics":
@@ -158,6 +168,11 @@ func run(args []string, out io.Writer) error {
 	default:
 		return fmt.Errorf("unknown command %q\n\n%s", cmd, usage)
 	}
+}
+
+// interruptContext ends on SIGINT or SIGTERM: a --watch stops there.
+var interruptContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 // volumeFlags are the flags of a command that reads the volume directly.
@@ -192,19 +207,31 @@ func printJSON(out io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func reconcileStatus(src source, out io.Writer) error {
+// reconcileStatusFrames reads every machine's row, from a broker or the
+// volume, once per refresh.
+func reconcileStatusFrames(src source) nextFrame {
+	return func(context.Context) (frame, bool, error) {
+		rows, err := reconcileStatusRows(src)
+		if err != nil {
+			return frame{}, false, err
+		}
+		return frame{rows: rows, table: func(w io.Writer) error { return reconcileStatusTable(w, rows) }}, true, nil
+	}
+}
+
+func reconcileStatusRows(src source) ([]engine.StatusRow, error) {
 	var rows []engine.StatusRow
 	if src.admin.url != "" {
 		if err := src.adminJSON("/reconcile-status", &rows); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		dir, err := src.cluster()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if rows, err = engine.ReadStatusRows(volume.OS(), dir); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if rows == nil {
@@ -215,9 +242,10 @@ func reconcileStatus(src source, out io.Writer) error {
 			rows[i].Outcome = engine.RecordOutcome(rows[i].Record)
 		}
 	}
-	if src.output == "json" {
-		return printJSON(out, rows)
-	}
+	return rows, nil
+}
+
+func reconcileStatusTable(out io.Writer, rows []engine.StatusRow) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tOBJECT\tDESIRED\tSTATE\tATTEMPTS\tSINCE\tOWNER\tOUTCOME\tLAST ERROR")
 	for _, r := range rows {
