@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -169,47 +170,76 @@ func (e *Engine) TxnCoordinators() []*txns.Coordinator {
 }
 
 // reconcileGroups opens the shards the assignment gives this broker and
-// releases the others.
+// releases the others. Each shard's own lines are at V(1); a pass that
+// opened or released any logs one summary (one line per broker start).
 func (e *Engine) reconcileGroups(ctx context.Context) error {
 	if e.shards.hasResigned() {
 		return nil
 	}
+	start := e.cfg.Now()
 	errs := make([]error, groups.Shards)
+	opened := make([]bool, groups.Shards)
+	released := make([]bool, groups.Shards)
 	var wg sync.WaitGroup
 	for i := int32(0); i < groups.Shards; i++ {
 		o, mine, _ := e.ownerOf(GroupsTopicID, i)
 		if !mine {
-			errs[i] = e.releaseShard(i)
+			released[i], errs[i] = e.releaseShard(i)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = e.driveShardOpen(ctx, i, o.LeaderEpoch)
+			opened[i], errs[i] = e.driveShardOpen(ctx, i, o.LeaderEpoch)
 		}()
 	}
 	wg.Wait()
+	if sum := summarizeShardPass(opened, released, errs); sum.opened+sum.released > 0 {
+		e.log.Info("coordinator shards", "opened", sum.opened, "released", sum.released, "serving", e.shards.serving(),
+			"notReady", sum.notReady, "took", e.cfg.Now().Sub(start).Round(time.Millisecond))
+	}
 	return errors.Join(errs...)
 }
 
-// releaseShard stops serving a shard this broker no longer owns.
-func (e *Engine) releaseShard(i int32) error {
+// shardPassSummary counts what one reconcileGroups pass did.
+type shardPassSummary struct{ opened, released, notReady int }
+
+func summarizeShardPass(opened, released []bool, errs []error) shardPassSummary {
+	var s shardPassSummary
+	for i := range opened {
+		if opened[i] {
+			s.opened++
+		}
+		if released[i] {
+			s.released++
+		}
+		if errs[i] != nil {
+			s.notReady++
+		}
+	}
+	return s
+}
+
+// releaseShard stops serving a shard this broker no longer owns; released
+// says whether it served one.
+func (e *Engine) releaseShard(i int32) (released bool, err error) {
 	s := e.shards.get(i)
 	if s == nil {
-		return nil
+		return false, nil
 	}
 	e.shards.unserve(s)
-	e.log.Info("coordinator shard released", "shard", i, "epoch", s.epoch)
-	return s.close()
+	e.log.V(1).Info("coordinator shard released", "shard", i, "epoch", s.epoch)
+	return true, s.close()
 }
 
 // driveShardOpen drives one shard's coordinator-open machine to serving at
-// the leader epoch assigned to this broker.
-func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
+// the leader epoch assigned to this broker; opened says whether this call
+// brought it to serving (false when it already served at that epoch).
+func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) (opened bool, err error) {
 	key := shardKey(i)
 	cur := e.shards.get(i)
 	if cur != nil && cur.epoch == epoch && cur.store.Err() == nil {
-		return nil
+		return false, nil
 	}
 	if cur != nil {
 		// Failed (fsync error, fenced) or held at an older epoch: close it
@@ -221,16 +251,16 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 		}
 		if cur.epoch == epoch {
 			e.askReopen(key, GroupsTopicID, i, epoch)
-			return reconcile.WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
+			return false, reconcile.WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
 		}
 	}
 	if r, ok := e.pendingReopen(GroupsTopicID, groupsObject, i); ok && r.epoch == epoch {
-		return reconcile.WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
+		return false, reconcile.WaitingOn(fmt.Errorf("coordinator shard %d failed at leader epoch %d: waiting for a new one", i, epoch))
 	}
 	obj := states.ShardObject(i)
 	rec, err := states.Load(e.fsys, e.cfg.ClusterDir, states.CoordinatorOpen.Kind, obj)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if rec == nil {
 		rec = states.CoordinatorOpen.NewRecord(obj, "", e.owner, e.cfg.Now())
@@ -243,10 +273,11 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 	if opened := host.opened; err != nil && opened != nil && e.shards.get(i) != opened {
 		_ = opened.close()
 	}
-	if err == nil {
-		e.log.Info("coordinator shard serving", "shard", i, "epoch", epoch)
+	if err != nil {
+		return false, err
 	}
-	return err
+	e.log.V(1).Info("coordinator shard serving", "shard", i, "epoch", epoch)
+	return true, nil
 }
 
 // loadShard opens a shard's store at epoch and loads its groups into a new
@@ -295,7 +326,7 @@ func (e *Engine) loadShard(i, epoch int32, rec *states.Record) (*shard, error) {
 	coord.Start()
 	tc.Start()
 	s.store, s.coord, s.txns = store, coord, tc
-	e.log.Info("coordinator shard loaded", "shard", i, "epoch", epoch, "snapshotOffset", stats.SnapshotOffset,
+	e.log.V(1).Info("coordinator shard loaded", "shard", i, "epoch", epoch, "snapshotOffset", stats.SnapshotOffset,
 		"snapshotRecords", stats.SnapshotRecords, "replayedRecords", stats.ReplayedRecords, "logEnd", stats.LogEnd, "took", stats.Took)
 	return s, nil
 }

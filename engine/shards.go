@@ -67,3 +67,14 @@ func (t *shardTable) hasResigned() bool {
 	defer t.mu.RUnlock()
 	return t.resigned
 }
+
+// serving counts the shards this broker serves.
+func (t *shardTable) serving() int {
+	n := 0
+	for _, s := range t.all() {
+		if s != nil {
+			n++
+		}
+	}
+	return n
+}

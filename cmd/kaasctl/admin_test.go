@@ -98,7 +98,7 @@ func TestAdminOverTLSWithAToken(t *testing.T) {
 		{"another CA", []string{"--admin", srv.URL, "--admin-ca-file", otherCA, "--admin-token-file", tokenFile}, "--admin-ca-file"},
 		{"CA file that holds no certificate", []string{"--admin", srv.URL, "--admin-ca-file", tokenFile}, "no PEM certificate"},
 		{"CA file with an http URL", []string{"--admin", plainURL, "--admin-ca-file", caFile}, "need an https:// --admin URL"},
-		{"not a URL", []string{"--admin", "127.0.0.1:9644"}, "not an http:// or https:// URL"},
+		{"not an http URL", []string{"--admin", "ftp://127.0.0.1:9644"}, "not an http:// or https:// URL"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -145,5 +145,32 @@ func TestAdminTokenOverPlainHTTP(t *testing.T) {
 	}
 	if got != "Bearer abc" {
 		t.Errorf("Authorization %q, want %q", got, "Bearer abc")
+	}
+}
+
+// TestAdminWithoutAScheme: --admin HOST:PORT is http://, or https:// when a
+// TLS flag is given.
+func TestAdminWithoutAScheme(t *testing.T) {
+	cases := []struct {
+		flags adminFlags
+		want  string
+	}{
+		{adminFlags{url: "127.0.0.1:9644"}, "http://127.0.0.1:9644"},
+		{adminFlags{url: "broker-0.kaas:9644", caFile: "ca.crt"}, "https://broker-0.kaas:9644"},
+		{adminFlags{url: "localhost:9644", serverName: "kaas-admin"}, "https://localhost:9644"},
+		{adminFlags{url: "https://127.0.0.1:9644"}, "https://127.0.0.1:9644"},
+		{adminFlags{url: "http://127.0.0.1:9644", caFile: "ca.crt"}, "http://127.0.0.1:9644"},
+		{adminFlags{}, ""},
+	}
+	for _, c := range cases {
+		if got := c.flags.withScheme(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.flags, got, c.want)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("[]")) }))
+	defer srv.Close()
+	var out bytes.Buffer
+	if err := run([]string{"reconcile-status", "--admin", strings.TrimPrefix(srv.URL, "http://")}, &out); err != nil {
+		t.Fatalf("--admin HOST:PORT: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -61,19 +62,33 @@ func observeBrokers(fsys volume.FS, clusterDir string, window time.Duration, now
 	return latest, moved, nil
 }
 
-func brokers(src source, out io.Writer, window time.Duration) error {
+// brokersFrames reads the brokers' heartbeats once per refresh, each time
+// watching them for window.
+func brokersFrames(src source, window time.Duration) nextFrame {
+	return func(context.Context) (frame, bool, error) {
+		rows, epoch, err := brokerRows(src, window, time.Now, time.Sleep)
+		if err != nil {
+			return frame{}, false, err
+		}
+		return frame{rows: rows, table: func(w io.Writer) error { return brokersTable(w, rows, epoch) }}, true, nil
+	}
+}
+
+// brokerRows are the brokers of the volume's heartbeats, and the
+// controller's epoch.
+func brokerRows(src source, window time.Duration, now func() time.Time, wait func(time.Duration)) ([]brokerRow, int32, error) {
 	dir, err := src.cluster()
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	fsys := volume.OS()
-	hbs, moved, err := observeBrokers(fsys, dir, window, time.Now, time.Sleep)
+	hbs, moved, err := observeBrokers(fsys, dir, window, now, wait)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	claim, haveClaim, err := cluster.CurrentClaim(fsys, dir)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	owned := map[int32]int{}
 	if a, err := cluster.ReadAssignment(fsys, dir); err == nil {
@@ -83,7 +98,7 @@ func brokers(src source, out io.Writer, window time.Duration) error {
 			}
 		}
 	}
-	var rows []brokerRow
+	rows := []brokerRow{}
 	for id, hb := range hbs {
 		state := "no-progress"
 		switch {
@@ -96,18 +111,16 @@ func brokers(src source, out io.Writer, window time.Duration) error {
 			KafkaAddr: hb.KafkaAddr, AdminAddr: hb.AdminAddr, Zone: hb.Zone, Owned: owned[id], Open: len(hb.Open)})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
-	if rows == nil {
-		rows = []brokerRow{}
-	}
-	if src.output == "json" {
-		return printJSON(out, rows)
-	}
+	return rows, claim.Epoch, nil
+}
+
+func brokersTable(out io.Writer, rows []brokerRow, controllerEpoch int32) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tCONTROLLER\tKAFKA\tADMIN\tZONE\tOWNED\tOPEN")
 	for _, r := range rows {
 		ctl := ""
 		if r.Controller {
-			ctl = fmt.Sprintf("yes (epoch %d)", claim.Epoch)
+			ctl = fmt.Sprintf("yes (epoch %d)", controllerEpoch)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", r.ID, r.State, ctl, r.KafkaAddr, r.AdminAddr, r.Zone, r.Owned, r.Open)
 	}

@@ -2,7 +2,9 @@
 // (no broker needed) or by asking a broker's admin endpoint.
 //
 //	kaasctl reconcile-status --data ./kaas-data [-o table|json]
-//	kaasctl reconcile-status --admin http://127.0.0.1:9644
+//	kaasctl reconcile-status --admin 127.0.0.1:9644 --watch [--interval 2s] [-o json]
+//	kaasctl brokers --data ./kaas-data [--watch]
+//	kaasctl top --admin 127.0.0.1:9644,127.0.0.1:9645 [--watch]
 //	kaasctl topics [list] --data ./kaas-data
 //	kaasctl topics describe NAME --admin http://127.0.0.1:9644
 //	kaasctl topics --admin https://127.0.0.1:9644 --admin-ca-file ca.crt --admin-token-file token
@@ -14,14 +16,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -34,11 +39,18 @@ const usage = `kaasctl inspects a kaas cluster.
 
 Commands:
   reconcile-status   every state machine: object, desired end state, state, attempts, outcome, last error;
-                     from a broker (--admin), also its reconcile keys that wait or fail
+                     from a broker (--admin), also its reconcile keys that wait or fail;
+                     --watch refreshes every --interval (default 2s) until Ctrl-C: redrawn in place
+                     on a terminal, one JSON object per line per refresh with -o json
   topics [list]      topics and their partition counts
   topics describe T  one topic's partitions: leader epoch, log start/end offsets, size on disk
   brokers            brokers from their heartbeats: live (counter moving while kaasctl watches,
-                     up to --watch), controller, addresses, zone, partitions owned and open
+                     up to --window, default 2s), controller, addresses, zone, partitions owned
+                     and open; --watch [--interval D] as reconcile-status
+  top                throughput per topic and per broker (bytes in/out and records in per second,
+                     sorted by bytes in) from two scrapes of the brokers' /metrics --interval apart
+                     (default 2s); --admin A[,B...] or --data (every broker's admin address);
+                     --watch keeps refreshing
   assignment         each partition's owner and leader epoch, as the controller assigned them
   check-volume       check that --data keeps kaas's volume promises (--peer DIR2: a second mount; --json)
   groups [list]      consumer groups: coordinator, state, protocol type, members (needs --bootstrap)
@@ -69,7 +81,8 @@ Commands:
 
 Sources (one of):
   --data DIR         read the volume directly (no broker needed); --cluster-dir if not <data>/__cluster
-  --admin URL        ask a running broker (e.g. http://127.0.0.1:9644); an https:// URL uses TLS:
+  --admin URL        ask a running broker (e.g. http://127.0.0.1:9644, or 127.0.0.1:9644: http://, or
+                     https:// when a TLS flag below is given); an https:// URL uses TLS:
                      --admin-ca-file FILE (KAAS_ADMIN_CA_FILE) CAs to verify it against (default the
                      system's), --admin-server-name NAME (KAAS_ADMIN_SERVER_NAME) the name to verify
                      it for (default the URL's host); --admin-token-file FILE (KAAS_ADMIN_TOKEN_FILE)
@@ -78,7 +91,7 @@ Sources (one of):
                      KAAS_BOOTSTRAP); acls and quotas also take --sasl-mechanism, --sasl-username,
                      --sasl-password-file, --tls, --tls-ca-file (KAAS_SASL_*, KAAS_TLS*)
 
-Output: -o table (default) or -o json
+Output: -o table (default) or -o json. kaasctl COMMAND --help describes one command.
 `
 
 type source struct {
@@ -99,6 +112,9 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
+	if wantsHelp(rest) {
+		return commandHelp(cmd, out)
+	}
 	if cmd == "check-volume" {
 		return checkVolume(rest, out)
 	}
@@ -128,7 +144,9 @@ func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("kaasctl "+cmd, flag.ContinueOnError)
 	src.volumeFlags(fs)
 	src.admin.register(fs)
-	watch := fs.Duration("watch", 2*time.Second, "brokers: how long to watch heartbeats for progress")
+	window := fs.Duration("window", 2*time.Second, "brokers: how long to watch heartbeats for progress")
+	watch := fs.Bool("watch", false, "reconcile-status, brokers, top: refresh every --interval until interrupted")
+	interval := fs.Duration("interval", 2*time.Second, "with --watch: time between refreshes; top: between its two scrapes")
 	if err := fs.Parse(rest); err != nil {
 		return err
 	}
@@ -136,15 +154,20 @@ func run(args []string, out io.Writer) error {
 	if src.output != "table" && src.output != "json" {
 		return fmt.Errorf("-o must be table or json, not %q", src.output)
 	}
+	ctx, stop := interruptContext()
+	defer stop()
+	wo := newWatchOptions(*watch, *interval, src.output, out)
 	switch cmd {
 	case "reconcile-status":
-		return reconcileStatus(src, out)
+		return runWatch(ctx, out, wo, reconcileStatusFrames(src))
+	case "top":
+		return runWatch(ctx, out, wo, topFrames(src, wo.now))
 	case "brokers", "assignment":
 		if src.admin.url != "" {
 			return fmt.Errorf("%s reads the volume: give --data DIR (or --cluster-dir DIR)", cmd)
 		}
 		if cmd == "brokers" {
-			return brokers(src, out, *watch)
+			return runWatch(ctx, out, wo, brokersFrames(src, *window))
 		}
 		return assignment(src, out)
 	case "topics":
@@ -160,6 +183,11 @@ func run(args []string, out io.Writer) error {
 	}
 }
 
+// interruptContext ends on SIGINT or SIGTERM: a --watch stops there.
+var interruptContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
 // volumeFlags are the flags of a command that reads the volume directly.
 func (s *source) volumeFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.data, "data", os.Getenv("KAAS_DATA_DIR"), "data directory (KAAS_DATA_DIR)")
@@ -167,14 +195,49 @@ func (s *source) volumeFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.output, "o", "table", "output: table or json")
 }
 
+// cluster is the cluster directory to read: --cluster-dir, or <--data>/__cluster.
+// A directory that does not exist is an error, never an empty table.
 func (s source) cluster() (string, error) {
 	if s.clusterDir != "" {
-		return s.clusterDir, nil
+		return s.clusterDir, mustBeDir("--cluster-dir", s.clusterDir)
 	}
 	if s.data == "" {
 		return "", errors.New("give --data DIR (or --cluster-dir DIR) to read the volume, or --admin URL to ask a broker")
 	}
-	return filepath.Join(s.data, "__cluster"), nil
+	if err := mustBeDir("--data", s.data); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(s.data, "__cluster")
+	if err := mustBeDir("--data", dir); err != nil {
+		return "", fmt.Errorf("%s holds no kaas cluster (no __cluster directory): is it a broker's --data? (%w)", s.data, err)
+	}
+	return dir, nil
+}
+
+// clusterToWrite is the cluster directory a command writes to (users set
+// before the first broker start): --data must exist, its __cluster need not.
+func (s source) clusterToWrite() (string, error) {
+	if s.clusterDir != "" {
+		return s.clusterDir, nil
+	}
+	if s.data != "" {
+		if err := mustBeDir("--data", s.data); err != nil {
+			return "", err
+		}
+		return filepath.Join(s.data, "__cluster"), nil
+	}
+	return s.cluster()
+}
+
+func mustBeDir(flagName, dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", flagName, dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s %s is not a directory", flagName, dir)
+	}
+	return nil
 }
 
 // adminJSON decodes a broker admin address's answer to GET path.
@@ -192,19 +255,31 @@ func printJSON(out io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func reconcileStatus(src source, out io.Writer) error {
+// reconcileStatusFrames reads every machine's row, from a broker or the
+// volume, once per refresh.
+func reconcileStatusFrames(src source) nextFrame {
+	return func(context.Context) (frame, bool, error) {
+		rows, err := reconcileStatusRows(src)
+		if err != nil {
+			return frame{}, false, err
+		}
+		return frame{rows: rows, table: func(w io.Writer) error { return reconcileStatusTable(w, rows) }}, true, nil
+	}
+}
+
+func reconcileStatusRows(src source) ([]engine.StatusRow, error) {
 	var rows []engine.StatusRow
 	if src.admin.url != "" {
 		if err := src.adminJSON("/reconcile-status", &rows); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		dir, err := src.cluster()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if rows, err = engine.ReadStatusRows(volume.OS(), dir); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if rows == nil {
@@ -215,9 +290,10 @@ func reconcileStatus(src source, out io.Writer) error {
 			rows[i].Outcome = engine.RecordOutcome(rows[i].Record)
 		}
 	}
-	if src.output == "json" {
-		return printJSON(out, rows)
-	}
+	return rows, nil
+}
+
+func reconcileStatusTable(out io.Writer, rows []engine.StatusRow) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tOBJECT\tDESIRED\tSTATE\tATTEMPTS\tSINCE\tOWNER\tOUTCOME\tLAST ERROR")
 	for _, r := range rows {
@@ -321,10 +397,20 @@ func topicsDescribe(src source, name string, out io.Writer) error {
 			return err
 		}
 	}
+	fromCheckpoint := src.admin.url == ""
 	if src.output == "json" {
+		if fromCheckpoint {
+			return printJSON(out, struct {
+				engine.TopicStatus
+				OffsetsFrom string `json:"offsetsFrom"`
+			}{ts, "checkpoint"})
+		}
 		return printJSON(out, ts)
 	}
 	fmt.Fprintf(out, "topic %s  id %s  partitions %d\n", ts.Name, ts.ID, len(ts.Partitions))
+	if fromCheckpoint {
+		fmt.Fprintln(out, "offsets as of each partition's last checkpoint on the volume (a serving broker may be ahead; --admin for its live offsets)")
+	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tEPOCH\tLOG START\tHIGH WATERMARK\tLOG END\tSEGMENTS\tSIZE")
 	for _, p := range ts.Partitions {

@@ -45,7 +45,7 @@ func usersCmd(args []string, out io.Writer, stdin io.Reader) error {
 		return err
 	}
 	names = append(names, fs.Args()...)
-	clusterDir, err := src.cluster()
+	clusterDir, err := src.clusterToWrite()
 	if err != nil {
 		return err
 	}

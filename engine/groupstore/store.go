@@ -142,7 +142,9 @@ func Open(cfg Config, logOpts ...partlog.Option) (*Store, LoadStats, error) {
 		MaxBatchBytes:      cfg.MaxBatchBytes,
 		CheckpointInterval: cfg.CheckpointInterval,
 		Now:                cfg.Now,
-		Logger:             cfg.Logger.WithName("partlog"),
+		// The log's own start-up lines (its leader epoch) at V(1): a broker
+		// opens every coordinator shard at start and logs one summary.
+		Logger: cfg.Logger.WithName("partlog").V(1),
 	}, logOpts...)
 	if err != nil {
 		return nil, stats, fmt.Errorf("open group store shard %d: %w", cfg.Index, err)
