@@ -199,6 +199,7 @@ func (e *Engine) releaseShard(i int32) error {
 		return nil
 	}
 	e.shards.unserve(s)
+	e.machines.forget(states.CoordinatorOpen.Kind, states.ShardObject(i))
 	e.log.Info("coordinator shard released", "shard", i, "epoch", s.epoch)
 	return s.close()
 }
@@ -239,7 +240,7 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) error {
 	rec.Owner = e.owner
 	host := &shardOpenHost{e: e, index: i, epoch: epoch}
 	acts := states.CoordinatorOpenActions(e.fsys, e.cfg.ClusterDir, i, rec, host)
-	err = states.Drive(ctx, states.CoordinatorOpen, rec, acts, e.save, e.cfg.Now)
+	err = e.drive(ctx, states.CoordinatorOpen, rec, acts)
 	if opened := host.opened; err != nil && opened != nil && e.shards.get(i) != opened {
 		_ = opened.close()
 	}
