@@ -228,6 +228,7 @@ func (e *Engine) releaseShard(i int32) (released bool, err error) {
 		return false, nil
 	}
 	e.shards.unserve(s)
+	e.machines.forget(states.CoordinatorOpen.Kind, states.ShardObject(i))
 	e.log.V(1).Info("coordinator shard released", "shard", i, "epoch", s.epoch)
 	return true, s.close()
 }
@@ -269,7 +270,7 @@ func (e *Engine) driveShardOpen(ctx context.Context, i, epoch int32) (opened boo
 	rec.Owner = e.owner
 	host := &shardOpenHost{e: e, index: i, epoch: epoch}
 	acts := states.CoordinatorOpenActions(e.fsys, e.cfg.ClusterDir, i, rec, host)
-	err = states.Drive(ctx, states.CoordinatorOpen, rec, acts, e.save, e.cfg.Now)
+	err = e.drive(ctx, states.CoordinatorOpen, rec, acts)
 	if opened := host.opened; err != nil && opened != nil && e.shards.get(i) != opened {
 		_ = opened.close()
 	}

@@ -173,6 +173,11 @@ type Engine struct {
 	// (shards.go, coordinators.go).
 	shards shardTable
 
+	// machines and reconciles are what the metrics read of the
+	// reconciler (machinebook.go, metrics.go).
+	machines   *machineBook
+	reconciles *reconcileCounts
+
 	negative NegativeControls // WithNegativeControls: off in production
 }
 
@@ -227,6 +232,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 
 		incarnation: uuid.NewString(),
 		opens:       newOpenBook(),
+		machines:    newMachineBook(),
+		reconciles:  newReconcileCounts(),
 	}
 	for _, o := range opts {
 		o(e)
@@ -501,6 +508,7 @@ func (e *Engine) release(spec desired.TopicSpec, index int32) error {
 		return nil
 	}
 	e.unpublish(cur)
+	e.machines.forget(states.PartitionOpen.Kind, states.PartitionObject(spec.Name, index))
 	e.log.Info("partition released", "topic", spec.Name, "partition", index, "epoch", cur.Epoch())
 	if err := cur.Close(); err != nil && !errors.Is(err, partlog.ErrFenced) {
 		return err // a fenced log's final sync fails by design: the new owner has it
@@ -527,7 +535,17 @@ func (e *Engine) upsertTopic(spec desired.TopicSpec) error {
 	return errors.Join(errs...)
 }
 
+// drive runs a machine (states.Drive) with this engine's save and clock,
+// and books where the record stands after (machinebook.go).
+func (e *Engine) drive(ctx context.Context, def states.Definition, rec *states.Record, acts states.Actions) error {
+	err := states.Drive(ctx, def, rec, acts, e.save, e.cfg.Now)
+	e.machines.note(rec)
+	return err
+}
+
 func (e *Engine) save(rec *states.Record) error {
+	e.reconciles.noteStep(rec)
+	e.machines.note(rec)
 	if _, ok := e.statusDirs.Load(rec.Kind); !ok {
 		if err := states.EnsureStatusDir(e.fsys, e.cfg.ClusterDir, rec.Kind); err != nil {
 			return err
@@ -595,7 +613,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 	}
 	host := &partitionOpenHost{e: e, spec: spec, index: index, epoch: epoch}
 	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index, rec, host)
-	err = states.Drive(ctx, states.PartitionOpen, rec, acts, e.save, e.cfg.Now)
+	err = e.drive(ctx, states.PartitionOpen, rec, acts)
 	if opened := host.opened; err != nil && opened != nil && e.servingPartition(spec.Name, spec.ID, index) != opened {
 		_ = opened.Close()
 	}
@@ -701,7 +719,8 @@ func (e *Engine) dropTopic(name, id string) error {
 	e.opens.forgetFailures(name, t.spec.ID)
 	e.broadcast()
 	var errs []error
-	for _, p := range t.parts {
+	for i, p := range t.parts {
+		e.machines.forget(states.PartitionOpen.Kind, states.PartitionObject(name, int32(i)))
 		if p != nil {
 			errs = append(errs, p.Close())
 		}
@@ -720,7 +739,7 @@ func (e *Engine) driveDelete(ctx context.Context, spec desired.TopicSpec) error 
 	}
 	rec.Owner = e.owner
 	acts := states.TopicDeleteActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, topicDeleteHost{e: e, spec: spec})
-	if err := states.Drive(ctx, states.TopicDelete, rec, acts, e.save, e.cfg.Now); err != nil {
+	if err := e.drive(ctx, states.TopicDelete, rec, acts); err != nil {
 		return err
 	}
 	e.log.Info("topic deleted", "topic", spec.Name, "topicID", spec.ID)

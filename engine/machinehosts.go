@@ -136,6 +136,7 @@ func (h topicDeleteHost) Release(ctx context.Context) error {
 		if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p)); err != nil {
 			return err
 		}
+		e.machines.forget(states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p))
 	}
 	return nil
 }

@@ -91,7 +91,7 @@ func (e *Engine) driveReclaim(ctx context.Context, spec desired.TopicSpec, rec *
 	}
 	rec.Owner = e.owner
 	acts := states.DirectoryReclaimActions(e.fsys, e.cfg.DataDir, spec.Name, oldID, reclaimHost{e: e, spec: spec, oldID: oldID})
-	if err := states.Drive(ctx, states.DirectoryReclaim, rec, acts, e.save, e.cfg.Now); err != nil {
+	if err := e.drive(ctx, states.DirectoryReclaim, rec, acts); err != nil {
 		return err
 	}
 	e.passLog(ctx).Info("topic directory reclaimed", "topic", spec.Name, "oldTopicID", oldID, "topicID", spec.ID)

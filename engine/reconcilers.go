@@ -50,6 +50,7 @@ func (e *Engine) work(ctx context.Context) {
 		if ctx.Err() != nil {
 			continue // stopping: errors of cut-short passes are not news
 		}
+		e.reconciles.notePass(key.Kind, ended.Outcome)
 		switch ended.Outcome {
 		case reconcile.OutcomeWaiting:
 			log.V(1).Info("reconcile waiting", "reason", reconcile.WaitReason(err))

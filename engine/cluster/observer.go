@@ -166,3 +166,27 @@ func (o *Observer) IsLive(id int32, incarnation string) bool {
 	s, ok := o.seen[id]
 	return ok && s.hb.Incarnation == incarnation && o.liveLocked(s, now)
 }
+
+// ProgressAge is how long ago, on the observer's clock, a broker's
+// heartbeat last counted as progress.
+type ProgressAge struct {
+	ID  int32
+	Age time.Duration
+}
+
+// ProgressAges returns, for every broker seen and not leaving, how long
+// ago its heartbeat last advanced, sorted by ID (the metrics' heartbeat
+// age: one that keeps growing is a broker not beating).
+func (o *Observer) ProgressAges() []ProgressAge {
+	now := o.now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]ProgressAge, 0, len(o.seen))
+	for id, s := range o.seen {
+		if !s.hb.Leaving {
+			out = append(out, ProgressAge{ID: id, Age: now - s.progressAt})
+		}
+	}
+	slices.SortFunc(out, func(a, b ProgressAge) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}

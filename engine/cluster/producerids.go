@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -40,6 +41,8 @@ type ProducerIDs struct {
 	next     int64 // next ID to issue from the current block
 	last     int64 // last ID of the current block; next > last means none
 	maxBlock int64 // highest block number known to exist
+
+	issued atomic.Int64 // IDs handed out by this process (metrics)
 }
 
 // NewProducerIDs returns an allocator; it reserves nothing until asked.
@@ -58,8 +61,13 @@ func (p *ProducerIDs) Next() (int64, error) {
 	}
 	id := p.next
 	p.next++
+	p.issued.Add(1)
 	return id, nil
 }
+
+// Issued is how many producer IDs this allocator has handed out; it
+// reads no volume.
+func (p *ProducerIDs) Issued() int64 { return p.issued.Load() }
 
 func (p *ProducerIDs) reserve() error {
 	dir := path.Join(p.clusterDir, producerIDDir)

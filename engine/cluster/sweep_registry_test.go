@@ -55,6 +55,7 @@ var readOnlyProcedures = map[string]func(fsys volume.FS) error{
 		NewAssignmentReader(fsys, clusterDir).ObserveControllerEpoch(3)
 		return nil
 	},
+	"ProducerIDs.Issued": func(fsys volume.FS) error { NewProducerIDs(fsys, clusterDir, 1).Issued(); return nil },
 	"AssignmentReader.HighestControllerEpoch": func(fsys volume.FS) error {
 		NewAssignmentReader(fsys, clusterDir).HighestControllerEpoch()
 		return nil
