@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/datametrics"
 	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
@@ -174,6 +175,10 @@ type Engine struct {
 	shards shardTable
 
 	negative NegativeControls // WithNegativeControls: off in production
+
+	// rounds observes the group-commit rounds of every partition log
+	// (SyncRoundMetrics).
+	rounds *datametrics.SyncRounds
 }
 
 // New prepares an engine on the volume: the cluster directory and the
@@ -227,6 +232,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 
 		incarnation: uuid.NewString(),
 		opens:       newOpenBook(),
+		rounds:      datametrics.NewSyncRounds(),
 	}
 	for _, o := range opts {
 		o(e)
@@ -634,6 +640,7 @@ func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *
 			PreviousEpochs:     previous,
 			Now:                e.cfg.Now,
 			Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
+			Rounds:             e.rounds,
 		},
 		LogOptions:      e.logOptions(),
 		MaxProducers:    e.cfg.MaxProducersPerPartition,
