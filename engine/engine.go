@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/datametrics"
 	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
@@ -179,6 +180,10 @@ type Engine struct {
 	reconciles *reconcileCounts
 
 	negative NegativeControls // WithNegativeControls: off in production
+
+	// rounds observes the group-commit rounds of every partition log
+	// (SyncRoundMetrics).
+	rounds *datametrics.SyncRounds
 }
 
 // New prepares an engine on the volume: the cluster directory and the
@@ -234,6 +239,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		opens:       newOpenBook(),
 		machines:    newMachineBook(),
 		reconciles:  newReconcileCounts(),
+		rounds:      datametrics.NewSyncRounds(),
 	}
 	for _, o := range opts {
 		o(e)
@@ -652,6 +658,7 @@ func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *
 			PreviousEpochs:     previous,
 			Now:                e.cfg.Now,
 			Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
+			Rounds:             e.rounds,
 		},
 		LogOptions:      e.logOptions(),
 		MaxProducers:    e.cfg.MaxProducersPerPartition,

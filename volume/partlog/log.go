@@ -59,6 +59,9 @@ type Config struct {
 	PreviousEpochs []int32
 	Now            func() time.Time
 	Logger         logr.Logger
+	// Rounds, if set, is told the timings of each group-commit round
+	// (rounds.go), measured with Now.
+	Rounds RoundObserver
 }
 
 func (c Config) withDefaults() (Config, error) {

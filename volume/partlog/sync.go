@@ -176,17 +176,38 @@ func (s *syncer) round(forceCheckpoint bool) {
 	l.mu.Unlock()
 
 	prev := l.durable.Load()
+	obs := l.cfg.Rounds
+	var r SyncRound
+	var t0 time.Time
 	if target != prev.hw || seg != prev.seg {
+		if obs != nil {
+			t0 = l.cfg.Now()
+		}
 		if err := seg.rf.Sync(); err != nil {
 			l.fail(fmt.Errorf("sync segment %s: %w", seg.rf.Name(), err))
 			return
 		}
+		if obs != nil {
+			r.Synced, r.Fsync, r.Bytes = true, l.cfg.Now().Sub(t0), pos
+			if seg == prev.seg {
+				r.Bytes = pos - prev.pos
+			}
+		}
 	}
 	if !l.opts.skipFenceRecheck {
+		if obs != nil {
+			t0 = l.cfg.Now()
+		}
 		if err := l.checkFence(); err != nil {
 			l.fail(err)
 			return
 		}
+		if obs != nil {
+			r.FenceChecked, r.Fence = true, l.cfg.Now().Sub(t0)
+		}
+	}
+	if obs != nil {
+		obs.ObserveSyncRound(r)
 	}
 	if now := l.cfg.Now(); forceCheckpoint || now.Sub(s.lastCheckpoint) >= l.cfg.CheckpointInterval {
 		if err := s.checkpoint(seg, pos, target, offsets, times, files, segMax, firstAppend); err != nil {
