@@ -1,10 +1,14 @@
 package wire
 
 import (
+	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -113,4 +117,26 @@ func equalTraffic(a, b []engine.TopicTraffic) bool {
 		}
 	}
 	return true
+}
+
+// TestMetricsPassPromtool runs `promtool check metrics` on a scrape of a
+// broker that has served requests, when promtool is on PATH.
+func TestMetricsPassPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not on PATH (Debian's prometheus package has it)")
+	}
+	br := startBroker(t, nil)
+	br.createTopic(t, "checked", 1, nil)
+	c := br.dial(t)
+	c.do(produceReq(9, 1, "checked", 0, recordstest.Batch{Records: recordstest.Text(3, 10)}.Bytes()))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), br.srv.Collector(10))
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = rec.Body
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
 }
