@@ -153,6 +153,9 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 			}
 			sp.BaseOffset = first.BaseOffset
 			sp.LogStartOffset = first.LogStartOffset
+			if c.s.metrics != nil {
+				part.Traffic.Produced(int64(len(rp.Records)), last-first.BaseOffset+1)
+			}
 			pending = append(pending, pendingSync{part: part, last: last, rp: sp})
 		}
 	}

@@ -75,6 +75,7 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 		wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, c.s.cfg.MaxFetchWait)
 		deadline := time.Now().Add(wait)
 		var refs []partlog.Ref
+		var parts []*dataplane.Partition
 		// New data wakes this fetch only through the partitions it asked
 		// for; routing changes through the engine.
 		w := &fetchWatch{wake: make(chan struct{}, 1)}
@@ -91,13 +92,13 @@ func handleFetch(c *conn, kreq kmsg.Request, r *reply) {
 			var n int
 			var errs bool
 			start := time.Now()
-			resp, refs, n, errs = c.s.fetchOnce(req, refs[:0], w, readable, maxBytes)
+			resp, refs, parts, n, errs = c.s.fetchOnce(req, refs[:0], parts[:0], w, readable, maxBytes)
 			r.spent += time.Since(start) // reads count as handler time, waits do not
 			left := time.Until(deadline)
 			if n >= int(req.MinBytes) || errs || left <= 0 {
 				// The writer sends the refs' file ranges, then releases them
 				// (also when the connection broke).
-				r.refs, r.size = refs, int64(n)
+				r.refs, r.parts, r.size = refs, parts, int64(n)
 				r.release = func() { releaseRefs(refs) }
 				r.finish(resp)
 				return
@@ -157,8 +158,9 @@ func releaseRefs(refs []partlog.Ref) {
 // writer sends with sendfile where it can (appendFetchResponse, writePieces)
 // and then releases. It reports the bytes of records in the answer and
 // whether any partition carries an error (answered at once, like Kafka).
-// maxBytes, when > 0, bounds the answer further (a consumer quota).
-func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchWatch, readable func(string) bool, maxBytes int) (*kmsg.FetchResponse, []partlog.Ref, int, bool) {
+// maxBytes, when > 0, bounds the answer further (a consumer quota). parts
+// gets the partition of each entry of refs (nil for none), for metrics.
+func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, parts []*dataplane.Partition, w *fetchWatch, readable func(string) bool, maxBytes int) (*kmsg.FetchResponse, []partlog.Ref, []*dataplane.Partition, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	remaining := int(s.cfg.FetchMaxBytes)
 	if req.MaxBytes > 0 {
@@ -194,12 +196,14 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchW
 					sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				}
 				refs = append(refs, partlog.Ref{})
+				parts = append(parts, nil)
 				anyErr = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			ref, n, failed := s.fetchPartition(&sp, st.Topic, id, rp, req.IsolationLevel == 1, remaining, total, w)
+			ref, part, n, failed := s.fetchPartition(&sp, st.Topic, id, rp, req.IsolationLevel == 1, remaining, total, w)
 			refs = append(refs, ref)
+			parts = append(parts, part)
 			total += n
 			remaining -= n
 			anyErr = anyErr || failed
@@ -207,38 +211,38 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, refs []partlog.Ref, w *fetchW
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp, refs, total, anyErr
+	return resp, refs, parts, total, anyErr
 }
 
 // fetchPartition fills sp for one requested partition and returns the
-// reference to its records (empty if none), their size, and whether sp
-// carries an error. total is the record bytes of the answer so far. A
-// non-empty topicID (v13+) is the incarnation asked for: a partition of
-// another one is UNKNOWN_TOPIC_ID.
-func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic, topicID string, rp kmsg.FetchRequestTopicPartition, committed bool, remaining, total int, w *fetchWatch) (partlog.Ref, int, bool) {
+// reference to its records (empty if none), the partition they are of,
+// their size, and whether sp carries an error. total is the record bytes
+// of the answer so far. A non-empty topicID (v13+) is the incarnation
+// asked for: a partition of another one is UNKNOWN_TOPIC_ID.
+func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic, topicID string, rp kmsg.FetchRequestTopicPartition, committed bool, remaining, total int, w *fetchWatch) (partlog.Ref, *dataplane.Partition, int, bool) {
 	part, err := s.eng.Partition(topic, rp.Partition)
 	// By ID: another incarnation is served under the name now, or the
 	// name routes none (an error for a live ID keeps its own code).
 	if topicID != "" && ((err == nil && part.TopicID != topicID) || (err != nil && !s.liveTopicID(topicID))) {
 		sp.ErrorCode = kerr.UnknownTopicID.Code
-		return partlog.Ref{}, 0, true
+		return partlog.Ref{}, nil, 0, true
 	}
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
-		return partlog.Ref{}, 0, true
+		return partlog.Ref{}, nil, 0, true
 	}
 	w.add(part)
 	lg := part.Log()
 	if code := epochCheck(rp.CurrentLeaderEpoch, part.Epoch()); code != 0 {
 		sp.ErrorCode = code
-		return partlog.Ref{}, 0, true
+		return partlog.Ref{}, nil, 0, true
 	}
 	hw := lg.HighWatermark()
 	lso := part.LastStableOffset()
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, lg.LogStartOffset()
 	if rp.FetchOffset < lg.LogStartOffset() || rp.FetchOffset > hw {
 		sp.ErrorCode = kerr.OffsetOutOfRange.Code
-		return partlog.Ref{}, 0, true
+		return partlog.Ref{}, nil, 0, true
 	}
 	end := hw
 	if committed {
@@ -246,7 +250,7 @@ func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic, top
 	}
 	limit := min(int(rp.PartitionMaxBytes), remaining)
 	if rp.FetchOffset >= end || (limit <= 0 && total > 0) {
-		return partlog.Ref{}, 0, false
+		return partlog.Ref{}, nil, 0, false
 	}
 	if limit <= 0 {
 		limit = 1 // at least one whole batch
@@ -256,7 +260,7 @@ func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic, top
 		// Only the first partition with data may exceed the limits by
 		// its first batch (the log returns at least one).
 		ref.Release()
-		return partlog.Ref{}, 0, false
+		return partlog.Ref{}, nil, 0, false
 	}
 	if err == nil && committed && ref.Len > 0 {
 		// Aborted transactions overlapping what is read: from the fetch
@@ -276,9 +280,9 @@ func (s *Server) fetchPartition(sp *kmsg.FetchResponseTopicPartition, topic, top
 		if err == partlog.ErrOffsetOutOfRange {
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
 		}
-		return partlog.Ref{}, 0, true
+		return partlog.Ref{}, nil, 0, true
 	}
-	return ref, ref.Len, false
+	return ref, part, ref.Len, false
 }
 
 // epochCheck compares a client's CurrentLeaderEpoch with ours (-1: none).

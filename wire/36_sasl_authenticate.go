@@ -47,6 +47,7 @@ func handleSaslAuthenticate(c *conn, kreq kmsg.Request, r *reply) {
 		return
 	}
 	res := c.sasl.Authenticate(req.SASLAuthBytes)
+	c.countAuth(res)
 	resp.ErrorCode, resp.SASLAuthBytes = res.ErrCode, res.Reply
 	if res.Message != "" {
 		resp.ErrorMessage = &res.Message

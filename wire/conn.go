@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kaas-dev/kaas/engine/dataplane"
 	"github.com/kaas-dev/kaas/volume/partlog"
 	"github.com/kaas-dev/kaas/wire/sasl"
 )
@@ -89,11 +90,16 @@ type reply struct {
 	// raw, when set, is written as a bare size-prefixed frame instead of a
 	// response (the SASL messages after a SaslHandshake v0).
 	raw []byte
+	// bare: r carries a bare SASL message, not the answer to a request.
+	bare bool
 	// refs, if not nil, makes resp (a *kmsg.FetchResponse) an answer whose
 	// record sets are file ranges: one entry per partition in answer
 	// order, a non-empty one replacing the partition's RecordBatches (see
 	// appendFetchResponse). release releases them.
 	refs []partlog.Ref
+	// parts are the partitions of refs, entry by entry (nil where an
+	// entry has none), whose fetched bytes are counted once written.
+	parts []*dataplane.Partition
 	// quotaUser and clientID are the client's quota entity when the
 	// request was read; size is what a byte-rate quota meters it by: a
 	// produce's frame, a fetch answer's record bytes (quota_enforce.go).
@@ -435,6 +441,9 @@ func (c *conn) writeLoop() {
 		<-r.done
 		if !broken {
 			broken = !c.writeReply(r)
+		}
+		if m := c.s.metrics; m != nil && !r.bare {
+			m.answered(r, !broken)
 		}
 		if r.release != nil {
 			r.release()

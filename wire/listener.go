@@ -32,6 +32,8 @@ type Listener struct {
 
 	host string
 	port int32
+	// stats are its connection counters (nil: metrics off).
+	stats *listenerStats
 }
 
 // prepare checks l and parses its advertised address.
@@ -174,7 +176,8 @@ func (c *conn) rawToken(frame []byte, charge int64) error {
 	if res.Done {
 		c.rawSASL = false
 	}
-	r := &reply{done: make(chan struct{}), raw: res.Reply}
+	c.countAuth(res)
+	r := &reply{done: make(chan struct{}), raw: res.Reply, bare: true}
 	if r.raw == nil {
 		r.raw = []byte{}
 	}

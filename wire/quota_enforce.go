@@ -58,14 +58,20 @@ func quotaUser(principal string) string { return strings.TrimPrefix(principal, "
 // recordProduce adds a handled produce of size bytes and answers its
 // throttle time: the longer of the client quota's and the broker guard's.
 func (q *quotaMeters) recordProduce(user, clientID string, size int64) int64 {
-	var ms int64
+	client, broker := q.recordProduceEach(user, clientID, size)
+	return throttle.Longer(client, broker)
+}
+
+// recordProduceEach is recordProduce with the client quota's and the
+// broker guard's throttle times apart.
+func (q *quotaMeters) recordProduceEach(user, clientID string, size int64) (client, broker int64) {
 	if limit, sensor, ok := q.source.ClientQuota(quota.ProducerByteRate, user, clientID); ok {
-		ms = q.produce.Record(sensor, float64(size), limit)
+		client = q.produce.Record(sensor, float64(size), limit)
 	}
 	if q.brokerLimit > 0 {
-		ms = throttle.Longer(ms, q.broker.Record(brokerSensor, float64(size), q.brokerLimit))
+		broker = q.broker.Record(brokerSensor, float64(size), q.brokerLimit)
 	}
-	return ms
+	return client, broker
 }
 
 // fetchCap is the most record bytes one Fetch of this client may answer:
@@ -98,16 +104,22 @@ func (c *conn) applyQuotas(r *reply) bool {
 	var fetchSensor string
 	switch kmsg.Key(r.key) {
 	case kmsg.Produce:
-		ms = q.recordProduce(r.quotaUser, r.clientID, r.size)
+		client, broker := q.recordProduceEach(r.quotaUser, r.clientID, r.size)
+		c.countThrottle(quotaProducerByteRate, client)
+		c.countThrottle(quotaBrokerProduceRate, broker)
+		ms = throttle.Longer(client, broker)
 	case kmsg.Fetch:
 		if limit, sensor, ok := q.source.ClientQuota(quota.ConsumerByteRate, r.quotaUser, r.clientID); ok && r.resp != nil {
 			fetchSensor = sensor
 			ms = q.fetch.Record(sensor, float64(r.size), limit)
+			c.countThrottle(quotaConsumerByteRate, ms)
 		}
 	}
 	if !r.exempt {
 		if limit, sensor, ok := q.source.ClientQuota(quota.RequestPercentage, r.quotaUser, r.clientID); ok {
-			ms = throttle.Longer(ms, q.request.Record(sensor, requestPercent(r.spent), limit))
+			rms := q.request.Record(sensor, requestPercent(r.spent), limit)
+			c.countThrottle(quotaRequestPercentage, rms)
+			ms = throttle.Longer(ms, rms)
 		}
 	}
 	if ms <= 0 {

@@ -73,6 +73,9 @@ type Config struct {
 	// clients share one meter and, over it, produce responses are
 	// throttled as by a client quota. 0 is off.
 	MaxProduceBytesPerSecond float64
+	// DisableMetrics turns the front end's metrics off (Collector is nil):
+	// the benchmarks' baseline.
+	DisableMetrics bool
 }
 
 // DefaultFetchMaxBytes is Kafka's fetch.max.bytes default.
@@ -96,6 +99,9 @@ type Server struct {
 	// quotas meters handled requests for the client quotas and the
 	// broker-wide produce guard (quota_enforce.go).
 	quotas *quotaMeters
+	// metrics counts requests, connections and traffic (metrics.go); nil
+	// with DisableMetrics.
+	metrics *metrics
 
 	mu    sync.Mutex
 	lns   []net.Listener
@@ -159,6 +165,9 @@ func NewServer(cfg Config) (*Server, error) {
 			s.brokerPrincipals[p] = true
 		}
 	}
+	if !cfg.DisableMetrics {
+		s.metrics = newMetrics()
+	}
 	s.quotas = newQuotaMeters(cfg.Engine, cfg.MaxProduceBytesPerSecond, func() int64 { return s.now().UnixMilli() })
 	s.budget = newRequestBudget(cfg.MaxQueuedBytes, func() time.Time { return s.now() })
 	return s, nil
@@ -181,6 +190,9 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 }
 
 func (s *Server) serve(ln net.Listener, l *Listener) error {
+	if s.metrics != nil {
+		l.stats = s.metrics.listener(l.Name)
+	}
 	s.mu.Lock()
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
@@ -257,9 +269,16 @@ func (s *Server) admit(nc net.Conn, l *Listener) bool {
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	if l.stats != nil {
+		l.stats.open.Add(1)
+		l.stats.total.Add(1)
+	}
 	go func() {
 		defer s.wg.Done()
 		c.serve()
+		if l.stats != nil {
+			l.stats.open.Add(-1)
+		}
 		s.mu.Lock()
 		delete(s.conns, c)
 		if s.cfg.MaxConnectionsPerIP > 0 {

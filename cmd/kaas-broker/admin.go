@@ -55,10 +55,13 @@ type adminEngine interface {
 
 type adminServer interface{ Ready() error }
 
-// adminMux routes the admin address: probes, status and, with pprof, the
-// profiler.
-func adminMux(eng adminEngine, srv adminServer, pprofOn bool) *http.ServeMux {
+// adminMux routes the admin address: probes, status, /metrics (when
+// metrics is not nil) and, with pprof, the profiler.
+func adminMux(eng adminEngine, srv adminServer, pprofOn bool, metrics http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		// Liveness: the process answers. Slow storage must not get the
 		// broker killed into a restart loop, so no volume I/O here.

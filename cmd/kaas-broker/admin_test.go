@@ -1,6 +1,9 @@
 package main
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"crypto/tls"
 	"errors"
 	"net"
@@ -69,10 +72,13 @@ func TestAdminRoutes(t *testing.T) {
 		{"pprof without token", true, true, "/debug/pprof/", "", true, 401},
 		{"pprof with token", true, true, "/debug/pprof/", "Bearer s3cret", true, 200},
 		{"pprof off with token", false, true, "/debug/pprof/", "Bearer s3cret", true, 404},
+		{"metrics without token", false, true, "/metrics", "", true, 401},
+		{"metrics with token", false, true, "/metrics", "Bearer s3cret", true, 200},
+		{"metrics open without a token file", false, false, "/metrics", "", true, 200},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var h http.Handler = adminMux(fakeAdminEngine{ready: c.ready}, fakeAdminServer{}, c.pprof)
+			var h http.Handler = adminMux(fakeAdminEngine{ready: c.ready}, fakeAdminServer{}, c.pprof, testMetricsHandler())
 			if c.secure {
 				h = requireToken(h, tok)
 			}
@@ -85,6 +91,9 @@ func TestAdminRoutes(t *testing.T) {
 			if rec.Code != c.want {
 				t.Fatalf("GET %s: %d %q, want %d", c.path, rec.Code, rec.Body.String(), c.want)
 			}
+			if c.path == "/metrics" && rec.Code == 200 && !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain; version=0.0.4") {
+				t.Fatalf("GET /metrics: Content-Type %q, want Prometheus's text format", rec.Header().Get("Content-Type"))
+			}
 			if rec.Code == 401 && rec.Header().Get("WWW-Authenticate") == "" {
 				t.Fatal("a 401 without WWW-Authenticate")
 			}
@@ -95,7 +104,7 @@ func TestAdminRoutes(t *testing.T) {
 // TestAdminReadyzServerNotReady: a Kafka server that cannot take clients
 // makes the broker not ready.
 func TestAdminReadyzServerNotReady(t *testing.T) {
-	h := adminMux(fakeAdminEngine{ready: true}, fakeAdminServer{err: errors.New("fds exhausted")}, false)
+	h := adminMux(fakeAdminEngine{ready: true}, fakeAdminServer{err: errors.New("fds exhausted")}, false, nil)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "fds exhausted") {
@@ -157,7 +166,7 @@ func TestAdminServeTLSAndToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := a.serve(ln, adminMux(fakeAdminEngine{ready: true}, fakeAdminServer{}, false), logr.Discard())
+	s, err := a.serve(ln, adminMux(fakeAdminEngine{ready: true}, fakeAdminServer{}, false, nil), logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,4 +218,12 @@ func TestAdminFlags(t *testing.T) {
 	if _, err := loadTokenFile(writeToken(t, t.TempDir(), " \n"), logr.Discard(), time.Now); err == nil {
 		t.Fatal("an empty token file accepted")
 	}
+}
+
+// testMetricsHandler serves a registry with the Go runtime collector, as
+// /metrics does.
+func testMetricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	return metricsHandler(reg)
 }

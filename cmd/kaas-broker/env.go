@@ -43,6 +43,7 @@ var brokerEnv = envdefault.Vars{
 	"admin-tls-key-file":           "KAAS_ADMIN_TLS_KEY_FILE",
 	"admin-auth-token-file":        "KAAS_ADMIN_AUTH_TOKEN_FILE",
 	"admin-pprof":                  "KAAS_ADMIN_PPROF",
+	"metrics-max-topic-series":     "KAAS_METRICS_MAX_TOPIC_SERIES",
 	"zone":                         "KAAS_ZONE",
 	"auto-create-topics":           "KAAS_AUTO_CREATE_TOPICS",
 	"default-partitions":           "KAAS_DEFAULT_PARTITIONS",

@@ -41,7 +41,7 @@ import (
 type options struct {
 	data, clusterDir, listen, advertise, admin, zone, logFormat, faults string
 	crashAtStep                                                         string
-	id, defaultPartitions, verbosity                                    int
+	id, defaultPartitions, verbosity, metricsMaxTopicSeries             int
 	autoCreate                                                          bool
 	maxRequestBytes                                                     int
 	maxQueuedBytes                                                      int64
@@ -67,7 +67,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.id, "id", 0, "broker ID (KAAS_BROKER_ID)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9092", "Kafka listener address (KAAS_LISTEN)")
 	fs.StringVar(&o.advertise, "advertise", "", "address advertised to clients (KAAS_ADVERTISE; default the listener's)")
-	fs.StringVar(&o.admin, "admin", "127.0.0.1:9644", "admin HTTP address for /healthz, /readyz, /status, /reconcile-status (KAAS_ADMIN; empty disables)")
+	fs.StringVar(&o.admin, "admin", "127.0.0.1:9644", "admin HTTP address for /healthz, /readyz, /status, /reconcile-status, /metrics (KAAS_ADMIN; empty disables)")
+	fs.IntVar(&o.metricsMaxTopicSeries, "metrics-max-topic-series", 1000, "topics with series of their own in /metrics' per-topic families; the rest are summed into topic=\"other\" (KAAS_METRICS_MAX_TOPIC_SERIES)")
 	fs.StringVar(&o.zone, "zone", "", "this broker's zone, advertised as its rack (KAAS_ZONE)")
 	fs.BoolVar(&o.autoCreate, "auto-create-topics", true, "create unknown topics on Metadata and Produce (KAAS_AUTO_CREATE_TOPICS)")
 	fs.IntVar(&o.defaultPartitions, "default-partitions", 1, "partitions of auto-created topics (KAAS_DEFAULT_PARTITIONS)")
@@ -238,7 +239,7 @@ func run(o options, log logr.Logger) error {
 			<-engDone
 			return fmt.Errorf("admin listen on %s: %w", o.admin, err)
 		}
-		mux := adminMux(eng, srv, o.adminSec.pprof)
+		mux := adminMux(eng, srv, o.adminSec.pprof, metricsHandler(newRegistry(srv, eng, o.metricsMaxTopicSeries)))
 		if o.unsafe.debugClock {
 			clock.serve(mux)
 		}

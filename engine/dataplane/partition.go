@@ -25,6 +25,8 @@ type Partition struct {
 	Topic   string
 	Index   int32
 	TopicID string
+	// Traffic is what clients produced and fetched here (metrics).
+	Traffic Traffic
 
 	fsys volume.FS
 	dir  string

@@ -186,7 +186,7 @@ func (s *Session) end(user string, tokenExpiry time.Time, reply []byte, err erro
 	if s.principal != "" && s.principal != user {
 		s.expires = s.now()
 		return Result{ErrCode: kerr.SaslAuthenticationFailed.Code,
-			Message: "re-authentication as another principal is not allowed", Done: true}
+			Message: "re-authentication as another principal is not allowed", Done: true, Mechanism: mech}
 	}
 	s.principal = user
 	now := s.now()
@@ -198,5 +198,5 @@ func (s *Session) end(user string, tokenExpiry time.Time, reply []byte, err erro
 	if !s.expires.IsZero() {
 		lifetime = max(s.expires.Sub(now), time.Millisecond)
 	}
-	return Result{Reply: reply, Done: true, Lifetime: lifetime}
+	return Result{Reply: reply, Done: true, Lifetime: lifetime, Mechanism: mech}
 }
