@@ -34,7 +34,9 @@ import (
 	"github.com/kaas-dev/kaas/cmd/internal/envdefault"
 	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/engine/cluster"
+	"github.com/kaas-dev/kaas/engine/datametrics"
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/timedfs"
 	"github.com/kaas-dev/kaas/wire"
 )
 
@@ -191,6 +193,10 @@ func run(o options, log logr.Logger) error {
 		closeListeners()
 		return err
 	}
+	// Every volume call is timed (kaas_volume_op_duration_seconds), so a
+	// slow shared filesystem shows.
+	volOps := datametrics.NewVolumeOps()
+	fsys = timedfs.Wrap(fsys, volOps, time.Now)
 	eng, err := engine.New(engine.Config{
 		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
 		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
@@ -239,7 +245,7 @@ func run(o options, log logr.Logger) error {
 			<-engDone
 			return fmt.Errorf("admin listen on %s: %w", o.admin, err)
 		}
-		mux := adminMux(eng, srv, o.adminSec.pprof, metricsHandler(newRegistry(srv, eng, o.metricsMaxTopicSeries)))
+		mux := adminMux(eng, srv, o.adminSec.pprof, metricsHandler(newRegistry(srv, eng, o.metricsMaxTopicSeries, volOps, metricVolumes(data, credentialsDir))))
 		if o.unsafe.debugClock {
 			clock.serve(mux)
 		}

@@ -190,3 +190,7 @@ func (f *timedFile) Stat() (fs.FileInfo, error) {
 	defer f.fs.since(Fstat, f.fs.now())
 	return f.inner.Stat()
 }
+
+// Space passes the volume's size through (volume.SpaceOf), untimed: a
+// wrapped filesystem tells its size as the one it wraps does.
+func (t *timedFS) Space(dir string) (volume.Space, error) { return volume.SpaceOf(t.inner, dir) }

@@ -115,3 +115,19 @@ func TestOpNames(t *testing.T) {
 		seen[s] = true
 	}
 }
+
+func TestSpacePassesThrough(t *testing.T) {
+	wrapped := timedfs.Wrap(volume.OS(), nopObserver{}, nil)
+	want, err := volume.SpaceOf(volume.OS(), t.TempDir())
+	if err != nil {
+		t.Skipf("the OS filesystem tells no size here: %v", err)
+	}
+	got, err := volume.SpaceOf(wrapped, t.TempDir())
+	if err != nil || got.Total != want.Total {
+		t.Fatalf("wrapped SpaceOf = %+v, %v; want total %d", got, err, want.Total)
+	}
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveOp(timedfs.Op, time.Duration) {}
