@@ -32,7 +32,7 @@ const promFor = "2s"
 // coreFamilies are families every broker exports with no traffic at all:
 // once the kaas families exist, each must be scraped from every broker.
 var coreFamilies = []string{
-	"kaas_partitions", "kaas_is_controller", "kaas_controller_epoch", "kaas_assignment_version",
+	"kaas_partitions", "kaas_is_controller", "kaas_controller_epoch", "kaas_connections",
 	"kaas_heartbeat_age_seconds", "kaas_lease_remaining_seconds",
 	"kaas_volume_free_bytes", "kaas_volume_size_bytes",
 	"go_goroutines", "process_resident_memory_bytes",
