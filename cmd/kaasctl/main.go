@@ -215,14 +215,16 @@ func (s source) cluster() (string, error) {
 }
 
 // clusterToWrite is the cluster directory a command writes to (users set
-// before the first broker start): --data must exist, its __cluster need not.
+// before the first broker start): neither --data nor its __cluster need
+// exist yet (the write creates them, as the first broker would), but a
+// --data that is not a directory is an error.
 func (s source) clusterToWrite() (string, error) {
 	if s.clusterDir != "" {
 		return s.clusterDir, nil
 	}
 	if s.data != "" {
-		if err := mustBeDir("--data", s.data); err != nil {
-			return "", err
+		if st, err := os.Stat(s.data); err == nil && !st.IsDir() {
+			return "", fmt.Errorf("--data %s is not a directory", s.data)
 		}
 		return filepath.Join(s.data, "__cluster"), nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,5 +101,21 @@ func TestUsageErrors(t *testing.T) {
 		if err := run(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("kaasctl %v succeeded, want an error", args)
 		}
+	}
+}
+
+// TestClusterToWrite: users are set before the first broker start, into a
+// --data that does not exist yet; a --data that is a file is an error.
+func TestClusterToWrite(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "data")
+	if got, err := (source{data: missing}).clusterToWrite(); err != nil || got != filepath.Join(missing, "__cluster") {
+		t.Fatalf("clusterToWrite of a missing --data = %q, %v; want its __cluster", got, err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (source{data: file}).clusterToWrite(); err == nil {
+		t.Fatal("clusterToWrite of a --data that is a file: no error")
 	}
 }
