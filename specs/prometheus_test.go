@@ -46,9 +46,7 @@ var _ = Describe("Monitoring against a real Prometheus", Label("prometheus", "sl
 		for i, d := range dirs {
 			brokers = append(brokers, StartBroker(d, WithBrokerID(i+1)))
 		}
-		if err := brokerServesMetrics(brokers[0]); err != nil {
-			Skip(fmt.Sprintf("%v: the metrics of issue 19 have not landed on this branch", err))
-		}
+		Expect(brokerServesMetrics(brokers[0])).To(Succeed(), "a broker serves /metrics")
 
 		By("a topic over every broker, some records and a committed consumer group, so the data panels have series")
 		topic := UniqueName("prom")
@@ -77,19 +75,14 @@ var _ = Describe("Monitoring against a real Prometheus", Label("prometheus", "sl
 			g.Expect(up[0].Value[1]).To(Equal("3"))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 
-		kaasFamilies := present(prom, "kaas_is_controller")
-		if kaasFamilies {
-			By("the core kaas families scraped from every broker")
-			Eventually(func(g Gomega) {
-				for _, f := range coreFamilies {
-					got, err := prom.query(fmt.Sprintf(`count by (instance) ({__name__=%q, job="kaas"})`, f))
-					g.Expect(err).NotTo(HaveOccurred())
-					g.Expect(got).To(HaveLen(3), "%s from every broker", f)
-				}
-			}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
-		} else {
-			AddReportEntry("kaas families", "no kaas_* family is scraped yet: only up and the Go/process collectors are checked; the kaas-specific alerts are not expected to fire")
-		}
+		By("the core kaas families scraped from every broker")
+		Eventually(func(g Gomega) {
+			for _, f := range coreFamilies {
+				got, err := prom.query(fmt.Sprintf(`count by (instance) ({__name__=%q, job="kaas"})`, f))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got).To(HaveLen(3), "%s from every broker", f)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 
 		By("every dashboard query evaluates")
 		qs, err := monitoring.DashboardQueries()
@@ -120,12 +113,10 @@ var _ = Describe("Monitoring against a real Prometheus", Label("prometheus", "sl
 
 		victim := brokers[2]
 		ownedByVictim := 0.0
-		if kaasFamilies {
-			got, err := prom.query(fmt.Sprintf(`sum(kaas_partitions{job="kaas", state="owned", instance=%q})`, victim.AdminAddr))
-			Expect(err).NotTo(HaveOccurred())
-			if len(got) == 1 {
-				ownedByVictim, _ = strconv.ParseFloat(got[0].Value[1].(string), 64)
-			}
+		owned, err := prom.query(fmt.Sprintf(`sum(kaas_partitions{job="kaas", state="owned", instance=%q})`, victim.AdminAddr))
+		Expect(err).NotTo(HaveOccurred())
+		if len(owned) == 1 {
+			ownedByVictim, _ = strconv.ParseFloat(owned[0].Value[1].(string), 64)
 		}
 		By(fmt.Sprintf("SIGKILL broker %d (it owns %v partitions)", victim.ID, ownedByVictim))
 		killedAt := time.Now()
@@ -139,14 +130,14 @@ var _ = Describe("Monitoring against a real Prometheus", Label("prometheus", "sl
 			labels map[string]string
 			within time.Duration
 		}
-		want := []expectation{{"KaasBrokerDown", map[string]string{"instance": victim.AdminAddr}, 15 * time.Second}}
-		if kaasFamilies {
-			// Any heartbeat alert is the victim's (the others beat); its
-			// broker label's spelling is the metric's business.
-			want = append(want, expectation{"KaasBrokerHeartbeatStale", nil, 30 * time.Second})
-			if ownedByVictim > 0 {
-				want = append(want, expectation{"KaasPartitionsNotServing", map[string]string{"instance": victim.AdminAddr}, 15 * time.Second})
-			}
+		// Any heartbeat alert is the victim's (the others beat); its broker
+		// label's spelling is the metric's business.
+		want := []expectation{
+			{"KaasBrokerDown", map[string]string{"instance": victim.AdminAddr}, 15 * time.Second},
+			{"KaasBrokerHeartbeatStale", nil, 30 * time.Second},
+		}
+		if ownedByVictim > 0 {
+			want = append(want, expectation{"KaasPartitionsNotServing", map[string]string{"instance": victim.AdminAddr}, 15 * time.Second})
 		}
 		for _, w := range want {
 			left := max(w.within-time.Since(killedAt), 0) + time.Second
@@ -172,14 +163,6 @@ var _ = Describe("Monitoring against a real Prometheus", Label("prometheus", "sl
 		AddReportEntry("resolved", fmt.Sprintf("all within %s of the restart", time.Since(restartedAt).Round(100*time.Millisecond)))
 	})
 })
-
-// present reports whether any series of the family is scraped.
-func present(prom *promServer, family string) bool {
-	GinkgoHelper()
-	got, err := prom.query(fmt.Sprintf(`count({__name__=%q})`, family))
-	Expect(err).NotTo(HaveOccurred())
-	return len(got) > 0
-}
 
 // produceAndConsume writes n records to topic and reads them back in a
 // consumer group that commits, so the throughput, group and lag series exist.
