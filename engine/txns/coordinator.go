@@ -148,6 +148,9 @@ type change struct {
 	t    *txn
 	via  *meta
 	next meta
+	// timedOut marks the abort of a transaction that ran past its
+	// timeout (Counts.TimedOut).
+	timedOut bool
 }
 
 // endChange is t's transaction decided as next (Prepare*): one that
@@ -228,6 +231,7 @@ func (c *Coordinator) settle(changes []change, err error) {
 		}
 		t.stored = true
 		t.meta = ch.next
+		c.count(ch)
 		switch {
 		case t.state == stateDead:
 			delete(c.txns, t.id)

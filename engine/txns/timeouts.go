@@ -37,7 +37,9 @@ func (c *Coordinator) check() {
 		case t.state == stateOngoing && now-t.timeoutFromMs > t.timeout.Milliseconds():
 			c.log.Info("aborting a timed-out transaction", "transactionalID", t.id,
 				"producerID", t.producerID, "epoch", t.epoch, "timeout", t.timeout)
-			changes = append(changes, endChange(t, t.fenced(now), now))
+			ch := endChange(t, t.fenced(now), now)
+			ch.timedOut = true
+			changes = append(changes, ch)
 		case idle(t.state) && now-t.updateMs >= expiration:
 			next := t.meta
 			next.state = stateDead

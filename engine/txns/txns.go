@@ -98,6 +98,9 @@ type Config struct {
 	// IDExpiration removes a transactional ID idle (no transaction) this
 	// long (transactional.id.expiration.ms).
 	IDExpiration time.Duration
+	// Counts, when set, counts the transactions this coordinator ends
+	// (shared by every shard of a broker: the counts outlive a shard).
+	Counts *Counts
 	// MarkerRetry is the backoff between attempts to write markers.
 	MarkerRetry time.Duration
 	// EndWait is how long AddPartitionsToTxn and AddOffsetsToTxn wait for
