@@ -88,8 +88,8 @@ func newPartitions(base *cluster.Assignment, topics []desired.TopicSpec) []parti
 	return refs
 }
 
-// planAssignment returns the next assignment, or nil when the file
-// already holds exactly it.
+// planAssignment returns the next assignment, one version above its base,
+// or nil when the file already holds exactly it.
 func planAssignment(in assignmentInput) (*cluster.Assignment, error) {
 	topics := make([]cluster.Topic, 0, len(in.Topics)+1)
 	for _, s := range in.Topics {
@@ -129,6 +129,7 @@ func planAssignment(in assignmentInput) (*cluster.Assignment, error) {
 	if in.Base != nil && !in.Rewrite && reflect.DeepEqual(in.Base, next) {
 		return nil, nil
 	}
+	next.Version++
 	return next, nil
 }
 

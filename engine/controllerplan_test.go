@@ -82,6 +82,9 @@ func TestPlanAssignment(t *testing.T) {
 		if len(first.Topics[GroupsTopicID]) != groups.Shards {
 			t.Fatalf("coordinator shards: %d, want %d", len(first.Topics[GroupsTopicID]), groups.Shards)
 		}
+		if first.Version != 1 {
+			t.Fatalf("first version %d, want 1", first.Version)
+		}
 	})
 	t.Run("nothing changed: nothing to write", func(t *testing.T) {
 		next, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Topics: topics, Live: live})
@@ -93,6 +96,9 @@ func TestPlanAssignment(t *testing.T) {
 		next, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Rewrite: true, Topics: topics, Live: live})
 		if err != nil || next == nil {
 			t.Fatalf("plan = %v, %v; want the assignment again", next, err)
+		}
+		if next.Version != first.Version+1 {
+			t.Fatalf("rewrite at version %d, want %d", next.Version, first.Version+1)
 		}
 	})
 	t.Run("a deleted topic leaves the assignment", func(t *testing.T) {
@@ -106,6 +112,9 @@ func TestPlanAssignment(t *testing.T) {
 		}
 		if next.MaxLeaderEpoch < first.MaxLeaderEpoch {
 			t.Fatalf("MaxLeaderEpoch went back from %d to %d", first.MaxLeaderEpoch, next.MaxLeaderEpoch)
+		}
+		if next.Version != first.Version+1 {
+			t.Fatalf("changed assignment at version %d, want %d", next.Version, first.Version+1)
 		}
 	})
 	owner := first.Topics["o"][0]

@@ -312,6 +312,7 @@ func (e *Engine) loadShard(i, epoch int32, rec *states.Record) (*shard, error) {
 	coord := groups.New(cfg)
 	tcfg := e.cfg.Txns
 	tcfg.Shard, tcfg.Epoch, tcfg.Journal, tcfg.IDs, tcfg.Markers = i, epoch, store, e.pids, e
+	tcfg.Counts = e.txnEnds
 	tcfg.Logger = e.log.WithName("txns").WithValues("shard", i)
 	tc := txns.New(tcfg)
 	replay := func(r groupstore.Record) error {

@@ -104,6 +104,12 @@ type Config struct {
 	// partition owners, and verifications to transaction coordinators.
 	// Nil: a single broker, or transactions across brokers fail.
 	Peers Peers
+
+	// DisableMetrics skips the one observation the data path makes for
+	// the metrics, the timing of every group-commit round
+	// (SyncRoundMetrics is then nil). The other collectors read state at
+	// scrape time and cost nothing unscraped.
+	DisableMetrics bool
 }
 
 // Errors the front end maps to Kafka error codes.
@@ -184,6 +190,9 @@ type Engine struct {
 	// rounds observes the group-commit rounds of every partition log
 	// (SyncRoundMetrics).
 	rounds *datametrics.SyncRounds
+	// txnEnds counts the transactions every shard's coordinator ends
+	// (coordinator_metrics.go): they outlive a shard moving away.
+	txnEnds *txns.Counts
 }
 
 // New prepares an engine on the volume: the cluster directory and the
@@ -239,7 +248,10 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		opens:       newOpenBook(),
 		machines:    newMachineBook(),
 		reconciles:  newReconcileCounts(),
-		rounds:      datametrics.NewSyncRounds(),
+		txnEnds:     &txns.Counts{},
+	}
+	if !cfg.DisableMetrics {
+		e.rounds = datametrics.NewSyncRounds()
 	}
 	for _, o := range opts {
 		o(e)
@@ -658,7 +670,7 @@ func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *
 			PreviousEpochs:     previous,
 			Now:                e.cfg.Now,
 			Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
-			Rounds:             e.rounds,
+			Rounds:             e.roundObserver(),
 		},
 		LogOptions:      e.logOptions(),
 		MaxProducers:    e.cfg.MaxProducersPerPartition,

@@ -33,6 +33,10 @@ var (
 		"1 if this broker holds the current controller claim, else 0.", nil, nil)
 	descProducerIDs = prometheus.NewDesc("kaas_producer_ids_total",
 		"Producer IDs issued by this broker.", nil, nil)
+	descAssignmentVersion = prometheus.NewDesc("kaas_assignment_version",
+		"Version of the partition assignment this broker last read (the controller raises it with each change it writes); 0 before the first.", nil, nil)
+	descClusterPartitions = prometheus.NewDesc("kaas_cluster_partitions",
+		"Topic partitions in the assignment this broker last read: every partition the cluster should serve (coordinator shards not counted).", nil, nil)
 )
 
 // controlCollector is the control plane's prometheus.Collector.
@@ -45,7 +49,8 @@ func (e *Engine) ControlPlaneCollector() prometheus.Collector { return controlCo
 
 func (c controlCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMachineRecords, descReconcileTotal, descReconcileAttempts,
-		descHeartbeatAge, descLeaseRemaining, descControllerEpoch, descIsController, descProducerIDs} {
+		descHeartbeatAge, descLeaseRemaining, descControllerEpoch, descIsController, descProducerIDs,
+		descAssignmentVersion, descClusterPartitions} {
 		ch <- d
 	}
 }
@@ -84,4 +89,16 @@ func (c controlCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descIsController, prometheus.GaugeValue, is)
 	ch <- prometheus.MustNewConstMetric(descProducerIDs, prometheus.CounterValue, float64(e.pids.Issued()))
+	var version int64
+	partitions := 0
+	if a := e.clusterView().assign; a != nil {
+		version = a.Version
+		for id, ps := range a.Topics {
+			if id != GroupsTopicID {
+				partitions += len(ps)
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descAssignmentVersion, prometheus.GaugeValue, float64(version))
+	ch <- prometheus.MustNewConstMetric(descClusterPartitions, prometheus.GaugeValue, float64(partitions))
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,4 +109,35 @@ func seriesValue(t *testing.T, c interface {
 	}
 	t.Fatalf("no series %s in:\n%s", series, b)
 	return 0
+}
+
+// TestAssignmentMetrics: kaas_cluster_partitions counts the topic
+// partitions of the assignment read, and kaas_assignment_version grows
+// with each change the controller writes.
+func TestAssignmentMetrics(t *testing.T) {
+	ctx := safety(t)
+	e := startEngine(t, memfs.New())
+	c := e.ControlPlaneCollector()
+	var before float64
+	for _, step := range []struct {
+		topic      string
+		partitions int32
+		total      float64
+	}{{"a", 3, 3}, {"b", 2, 5}} {
+		if _, err := e.CreateTopic(CreateTopicRequest{Name: step.topic, Partitions: step.partitions}); err != nil {
+			t.Fatal(err)
+		}
+		mustServing(t, ctx, e.Engine, step.topic)
+		poll(t, ctx, "the assignment holding "+step.topic, func() error {
+			if got := seriesValue(t, c, "kaas_cluster_partitions"); got != step.total {
+				return fmt.Errorf("kaas_cluster_partitions %v, want %v", got, step.total)
+			}
+			return nil
+		})
+		v := seriesValue(t, c, "kaas_assignment_version")
+		if v <= before {
+			t.Fatalf("assignment version %v after %s, was %v", v, step.topic, before)
+		}
+		before = v
+	}
 }

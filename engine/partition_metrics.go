@@ -3,16 +3,28 @@ package engine
 import (
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kaas-dev/kaas/engine/datametrics"
+	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
 // SyncRoundMetrics collects the group-commit rounds of every partition log
 // this engine opens (kaas_produce_fsync_duration_seconds,
-// kaas_produce_fsync_batch_bytes, kaas_fence_check_duration_seconds).
+// kaas_produce_fsync_batch_bytes, kaas_fence_check_duration_seconds); nil
+// with Config.DisableMetrics.
 func (e *Engine) SyncRoundMetrics() *datametrics.SyncRounds { return e.rounds }
+
+// roundObserver is what partition logs report their rounds to: nil (no
+// clock read per round) with Config.DisableMetrics.
+func (e *Engine) roundObserver() partlog.RoundObserver {
+	if e.rounds == nil {
+		return nil
+	}
+	return e.rounds
+}
 
 // OtherTopic is the topic label the partitions beyond the series cap fold
 // into; their partition label is "all".
@@ -54,24 +66,11 @@ func (m *partitionMetrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *partitionMetrics) Collect(ch chan<- prometheus.Metric) {
 	e := m.e
 	cv := e.clusterView()
-	topics := e.routes.all()
-	slices.SortFunc(topics, func(a, b routedTopic) int {
-		switch {
-		case a.spec.Name < b.spec.Name:
-			return -1
-		case a.spec.Name > b.spec.Name:
-			return 1
-		}
-		return 0
-	})
 	var owned, serving, failed int
 	var otherSize int64
-	folded, named := false, 0
-	for _, t := range topics {
-		if t.spec.Deleted {
-			continue
-		}
-		own := named < m.maxTopics
+	folded := false
+	for n, t := range e.liveTopicsByName() {
+		own := n < m.maxTopics
 		for i, p := range t.parts {
 			if _, mine, _ := cv.owner(t.spec.ID, int32(i)); mine {
 				owned++
@@ -101,9 +100,6 @@ func (m *partitionMetrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(logEndDesc, prometheus.GaugeValue, float64(lg.LogEndOffset()), t.spec.Name, part)
 			ch <- prometheus.MustNewConstMetric(logStartDesc, prometheus.GaugeValue, float64(lg.LogStartOffset()), t.spec.Name, part)
 		}
-		if own {
-			named++
-		}
 	}
 	if folded {
 		ch <- prometheus.MustNewConstMetric(logSizeDesc, prometheus.GaugeValue, float64(otherSize), OtherTopic, "all")
@@ -115,4 +111,12 @@ func (m *partitionMetrics) Collect(ch chan<- prometheus.Metric) {
 	}{{"owned", owned}, {"serving", serving}, {"opening", opening}, {"failed", failed}} {
 		ch <- prometheus.MustNewConstMetric(partitionsDesc, prometheus.GaugeValue, float64(s.n), s.state)
 	}
+}
+
+// liveTopicsByName returns the routed topics not deleted, by name: the
+// first --metrics-max-topic-series of them have series of their own.
+func (e *Engine) liveTopicsByName() []routedTopic {
+	topics := slices.DeleteFunc(e.routes.all(), func(t routedTopic) bool { return t.spec.Deleted })
+	slices.SortFunc(topics, func(a, b routedTopic) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	return topics
 }

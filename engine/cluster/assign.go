@@ -83,6 +83,11 @@ type PartitionOwner struct {
 // controller writes it, stamped with its controller epoch.
 type Assignment struct {
 	ControllerEpoch int32 `json:"controllerEpoch"`
+	// Version counts the controller's writes: each write of a changed
+	// assignment carries its predecessor's version plus one (0 in files
+	// written before kaas kept it). NextAssignment carries prev's; the
+	// writer raises it.
+	Version int64 `json:"version,omitempty"`
 	// Topics maps a topic ID to its partitions' owners, by partition index.
 	Topics map[string][]PartitionOwner `json:"topics"`
 	// MaxLeaderEpoch is the highest leader epoch this assignment or any
@@ -142,6 +147,7 @@ func NextAssignment(prev *Assignment, topics []Topic, live []LiveBroker, control
 		floor.NoteEpochs()
 		first = floor.MaxLeaderEpoch + 1
 		next.MaxLeaderEpoch = floor.MaxLeaderEpoch
+		next.Version = prev.Version
 	}
 	incarnation := make(map[int32]string, len(live))
 	for _, b := range live {
