@@ -56,16 +56,21 @@ func within(dir, p string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
+// volumeChecks are the start-up check's outcomes by volume label ("data",
+// "control"; kaas_volume_check_passed); nil when the check is off.
+type volumeChecks map[string]bool
+
 // check runs the start-up volume check on the data directory, the cluster
 // directory when it is elsewhere, and across hosts. In refuse mode a
-// failure is returned; in warn mode it is logged.
-func (v *volumeCheckOptions) check(ctx context.Context, log logr.Logger, data, clusterDir string, id int32, lease time.Duration) error {
+// failure is returned; in warn mode it is logged, and the outcomes say
+// which volume failed.
+func (v *volumeCheckOptions) check(ctx context.Context, log logr.Logger, data, clusterDir string, id int32, lease time.Duration) (volumeChecks, error) {
 	if err := v.validate(); err != nil {
-		return err
+		return nil, err
 	}
 	if v.mode == checkOff {
 		log.Info("volume check is off (--check-volume=off)")
-		return nil
+		return nil, nil
 	}
 	fsys := v.fsys
 	if fsys == nil {
@@ -80,17 +85,25 @@ func (v *volumeCheckOptions) check(ctx context.Context, log logr.Logger, data, c
 		}
 		return fmt.Errorf("refusing to start (--check-volume=refuse; warn or off overrides): %w", err)
 	}
+	// The control volume is the data volume unless the cluster directory
+	// lies outside it.
+	passed := volumeChecks{"data": true, "control": true}
+	labels := map[string][]string{data: {"data", "control"}}
 	dirs := []string{data}
 	if clusterDir == "" {
 		clusterDir = filepath.Join(data, "__cluster")
 	} else if !within(clusterDir, data) {
 		dirs = append(dirs, clusterDir)
+		labels[data], labels[clusterDir] = []string{"data"}, []string{"control"}
 	}
 	for _, d := range dirs {
 		res := probe.Run(ctx, probe.Config{Dir: d, FS: fsys})
 		if err := res.Err(); err != nil {
+			for _, l := range labels[d] {
+				passed[l] = false
+			}
 			if ferr := fail(err); ferr != nil {
-				return ferr
+				return passed, ferr
 			}
 			continue
 		}
@@ -107,13 +120,17 @@ func (v *volumeCheckOptions) check(ctx context.Context, log logr.Logger, data, c
 	took := time.Since(start).Round(time.Millisecond).String()
 	switch {
 	case res.Err != nil:
-		return fail(res.Err)
+		// The handshake runs in the cluster directory.
+		for _, l := range labels[dirs[len(dirs)-1]] {
+			passed[l] = false
+		}
+		return passed, fail(res.Err)
 	case err != nil && errors.Is(err, context.Canceled):
-		return fmt.Errorf("volume check interrupted: %w", err)
+		return passed, fmt.Errorf("volume check interrupted: %w", err)
 	case res.Skipped:
 		log.Info("cross-host close-to-open check skipped", "reason", res.Reason, "took", took)
 	default:
 		log.Info("cross-host close-to-open check passed", "peers", res.Peers, "took", took)
 	}
-	return nil
+	return passed, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -60,8 +61,12 @@ func TestCheckVolumeLocal(t *testing.T) {
 	var logs logSink
 	v := volumeCheckOptions{mode: checkRefuse}
 	data := t.TempDir()
-	if err := v.check(context.Background(), logs.logger(), data, "", 0, time.Second); err != nil {
+	passed, err := v.check(context.Background(), logs.logger(), data, "", 0, time.Second)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want := (volumeChecks{"data": true, "control": true}); !maps.Equal(passed, want) {
+		t.Errorf("outcomes %v, want %v", passed, want)
 	}
 	for _, want := range []string{"volume check passed", "cross-host close-to-open check skipped", "no other broker"} {
 		if !strings.Contains(logs.String(), want) {
@@ -105,7 +110,11 @@ func TestCheckVolumeStalePeer(t *testing.T) {
 			peer(t, m, view, "/data/__cluster")
 			var logs logSink
 			v := volumeCheckOptions{mode: mode, fsys: m}
-			err := v.check(context.Background(), logs.logger(), "/data", "", 2, time.Second)
+			passed, err := v.check(context.Background(), logs.logger(), "/data", "", 2, time.Second)
+			// The cluster directory lies in the data volume: both failed.
+			if want := (volumeChecks{"data": false, "control": false}); !maps.Equal(passed, want) {
+				t.Errorf("outcomes %v, want %v", passed, want)
+			}
 			if mode == checkRefuse {
 				if err == nil || !strings.Contains(err.Error(), "close-to-open across hosts") || !strings.Contains(err.Error(), "refusing to start") {
 					t.Fatalf("refuse: %v", err)
@@ -128,8 +137,12 @@ func TestCheckVolumeHonestPeer(t *testing.T) {
 	peer(t, m, m, "/cluster")
 	var logs logSink
 	v := volumeCheckOptions{mode: checkRefuse, fsys: m}
-	if err := v.check(context.Background(), logs.logger(), "/data", "/cluster", 2, time.Second); err != nil {
+	passed, err := v.check(context.Background(), logs.logger(), "/data", "/cluster", 2, time.Second)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want := (volumeChecks{"data": true, "control": true}); !maps.Equal(passed, want) {
+		t.Errorf("outcomes %v, want %v", passed, want)
 	}
 	s := logs.String()
 	if !strings.Contains(s, `"dir"="/cluster"`) || !strings.Contains(s, "cross-host close-to-open check passed") {
@@ -139,7 +152,25 @@ func TestCheckVolumeHonestPeer(t *testing.T) {
 
 func TestCheckVolumeOff(t *testing.T) {
 	v := volumeCheckOptions{mode: checkOff, fsys: memfs.New()}
-	if err := v.check(context.Background(), logr.Discard(), "/nowhere", "", 0, time.Second); err != nil {
+	passed, err := v.check(context.Background(), logr.Discard(), "/nowhere", "", 0, time.Second)
+	if err != nil || passed != nil {
+		t.Fatalf("off: %v, %v; want no outcomes", passed, err)
+	}
+}
+
+// A stale peer on a separate cluster directory fails the control volume
+// only: the data volume's own probe passed.
+func TestCheckVolumeStalePeerSeparateCluster(t *testing.T) {
+	m := memfs.New()
+	view := probetest.NewStaleView(m)
+	view.SetStale(true)
+	peer(t, m, view, "/cluster")
+	v := volumeCheckOptions{mode: checkWarn, fsys: m}
+	passed, err := v.check(context.Background(), logr.Discard(), "/data", "/cluster", 2, time.Second)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want := (volumeChecks{"data": true, "control": false}); !maps.Equal(passed, want) {
+		t.Fatalf("outcomes %v, want %v", passed, want)
 	}
 }

@@ -43,7 +43,7 @@ import (
 type options struct {
 	data, clusterDir, listen, advertise, admin, zone, logFormat, faults string
 	crashAtStep                                                         string
-	id, defaultPartitions, verbosity, metricsMaxTopicSeries             int
+	id, defaultPartitions, verbosity                                    int
 	autoCreate                                                          bool
 	maxRequestBytes                                                     int
 	maxQueuedBytes                                                      int64
@@ -59,6 +59,7 @@ type options struct {
 	listeners                                                           listenerOptions
 	adminSec                                                            adminOptions
 	authz                                                               authzOptions
+	metrics                                                             metricsOptions
 }
 
 func parseFlags(args []string) (options, error) {
@@ -70,7 +71,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9092", "Kafka listener address (KAAS_LISTEN)")
 	fs.StringVar(&o.advertise, "advertise", "", "address advertised to clients (KAAS_ADVERTISE; default the listener's)")
 	fs.StringVar(&o.admin, "admin", "127.0.0.1:9644", "admin HTTP address for /healthz, /readyz, /status, /reconcile-status, /metrics (KAAS_ADMIN; empty disables)")
-	fs.IntVar(&o.metricsMaxTopicSeries, "metrics-max-topic-series", 1000, "topics with series of their own in /metrics' per-topic families; the rest are summed into topic=\"other\" (KAAS_METRICS_MAX_TOPIC_SERIES)")
+	o.metrics.register(fs)
 	fs.StringVar(&o.zone, "zone", "", "this broker's zone, advertised as its rack (KAAS_ZONE)")
 	fs.BoolVar(&o.autoCreate, "auto-create-topics", true, "create unknown topics on Metadata and Produce (KAAS_AUTO_CREATE_TOPICS)")
 	fs.IntVar(&o.defaultPartitions, "default-partitions", 1, "partitions of auto-created topics (KAAS_DEFAULT_PARTITIONS)")
@@ -164,7 +165,8 @@ func run(o options, log logr.Logger) error {
 		now = clock.Now
 		log.Info("debug clock is on: POST /debug/clock?jump=D moves this broker's wall clock; for tests only")
 	}
-	if err := o.volumeCheck.check(ctx, log, data, clusterDir, int32(o.id), o.lease); err != nil {
+	volumeChecked, err := o.volumeCheck.check(ctx, log, data, clusterDir, int32(o.id), o.lease)
+	if err != nil {
 		return err
 	}
 	credentialsDir := clusterDir
@@ -195,8 +197,11 @@ func run(o options, log logr.Logger) error {
 	}
 	// Every volume call is timed (kaas_volume_op_duration_seconds), so a
 	// slow shared filesystem shows.
-	volOps := datametrics.NewVolumeOps()
-	fsys = timedfs.Wrap(fsys, volOps, time.Now)
+	var volOps *datametrics.VolumeOps
+	if o.metrics.enabled {
+		volOps = datametrics.NewVolumeOps()
+		fsys = timedfs.Wrap(fsys, volOps, time.Now)
+	}
 	eng, err := engine.New(engine.Config{
 		FS: fsys, DataDir: data, ClusterDir: clusterDir, BrokerID: int32(o.id),
 		AutoCreateTopics: o.autoCreate, DefaultPartitions: int32(o.defaultPartitions),
@@ -208,6 +213,7 @@ func run(o options, log logr.Logger) error {
 		MaxPartitionsPerBroker: fds.Partitions, MaxProducersPerPartition: o.budgets.maxProducersPerPartition,
 		RetentionCheckInterval: o.retention.checkInterval,
 		ACLs:                   acls,
+		DisableMetrics:         !o.metrics.enabled,
 	}, engine.WithNegativeControls(engineControls(negative)))
 	if err != nil {
 		closeListeners()
@@ -226,7 +232,7 @@ func run(o options, log logr.Logger) error {
 		Rack: o.zone, MaxFrameBytes: int32(o.maxRequestBytes), MaxQueuedBytes: o.maxQueuedBytes,
 		MaxConnections: fds.Connections, MaxConnectionsPerIP: o.conns.maxConnectionsPerIP, FetchMaxBytes: int32(o.conns.fetchMaxBytes),
 		MaxProduceBytesPerSecond: float64(o.conns.maxProduceBytesPerSecond),
-		BrokerPrincipals:         setup.brokerPrincipals})
+		BrokerPrincipals:         setup.brokerPrincipals, DisableMetrics: !o.metrics.enabled})
 	if err != nil {
 		closeListeners()
 		return err
@@ -245,7 +251,11 @@ func run(o options, log logr.Logger) error {
 			<-engDone
 			return fmt.Errorf("admin listen on %s: %w", o.admin, err)
 		}
-		mux := adminMux(eng, srv, o.adminSec.pprof, metricsHandler(newRegistry(srv, eng, o.metricsMaxTopicSeries, volOps, metricVolumes(data, credentialsDir))))
+		var metrics http.Handler
+		if o.metrics.enabled {
+			metrics = metricsHandler(newRegistry(srv, eng, o.metrics, volOps, metricVolumes(data, credentialsDir), volumeChecked))
+		}
+		mux := adminMux(eng, srv, o.adminSec.pprof, metrics)
 		if o.unsafe.debugClock {
 			clock.serve(mux)
 		}
