@@ -119,7 +119,8 @@ func TestDashboardQueries(t *testing.T) {
 		}
 	}
 	for _, family := range []string{"kaas_partitions", "kaas_is_controller", "kaas_requests_total", "kaas_request_duration_seconds_bucket",
-		"kaas_produce_fsync_duration_seconds_bucket", "kaas_volume_op_duration_seconds_bucket", "kaas_consumer_group_lag", "kaas_machine_records"} {
+		"kaas_produce_fsync_duration_seconds_bucket", "kaas_volume_op_duration_seconds_bucket", "kaas_consumer_group_committed_offset",
+		"kaas_log_end_offset", "kaas_cluster_partitions", "kaas_volume_check_passed", "kaas_transactions_total", "kaas_machine_records"} {
 		found := false
 		for _, q := range qs {
 			found = found || strings.Contains(q.Expr, family)
