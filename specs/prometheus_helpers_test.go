@@ -229,6 +229,26 @@ var errNoMetrics = errors.New("the broker serves no /metrics")
 
 // brokerServesMetrics reports whether the broker's admin address answers
 // /metrics with kaas families.
+// promtoolCheckMetrics runs `promtool check metrics` (beside prometheus in
+// Debian's package) on one scrape of b's /metrics.
+func promtoolCheckMetrics(b *Broker) error {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		return fmt.Errorf("promtool is not on PATH: %w", err)
+	}
+	resp, err := httpClient.Get("http://" + b.AdminAddr + "/metrics")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = resp.Body
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("promtool check metrics: %w\n%s", err, out)
+	}
+	return nil
+}
+
 func brokerServesMetrics(b *Broker) error {
 	resp, err := httpClient.Get("http://" + b.AdminAddr + "/metrics")
 	if err != nil {

@@ -34,8 +34,19 @@ const promFor = "2s"
 var coreFamilies = []string{
 	"kaas_partitions", "kaas_is_controller", "kaas_controller_epoch", "kaas_connections",
 	"kaas_heartbeat_age_seconds", "kaas_lease_remaining_seconds",
-	"kaas_volume_free_bytes", "kaas_volume_size_bytes",
+	"kaas_volume_free_bytes", "kaas_volume_size_bytes", "kaas_volume_check_passed",
+	"kaas_assignment_version", "kaas_cluster_partitions",
+	"kaas_groups", "kaas_transactions", "kaas_transactions_total",
 	"go_goroutines", "process_resident_memory_bytes",
+}
+
+// trafficPanels are dashboard panels that must have series once the
+// spec's traffic ran: produce and fetch, a committed group, a committed
+// transaction.
+var trafficPanels = []string{
+	"Bytes in per topic (top 10)", "Records in per topic (top 10)", "Log size per topic (top 10)",
+	"Group members (top 10)", "Consumer lag per group and topic (top 10)", "Transactions ended by result",
+	"Volume check at start-up (1 passed)",
 }
 
 var _ = Describe("Monitoring against a real Prometheus", Label("prometheus", "slow"), func() {
@@ -48,10 +59,16 @@ var _ = Describe("Monitoring against a real Prometheus", Label("prometheus", "sl
 		}
 		Expect(brokerServesMetrics(brokers[0])).To(Succeed(), "a broker serves /metrics")
 
-		By("a topic over every broker, some records and a committed consumer group, so the data panels have series")
+		By("a topic over every broker, some records, a committed consumer group and a transaction, so the data panels have series")
 		topic := UniqueName("prom")
 		CreateTopic(ctx, NewAdmin(brokers[0]), topic, 12)
 		produceAndConsume(ctx, brokers[0], topic, 60)
+		commitOneTransaction(ctx, brokers[0], topic)
+
+		By("promtool check metrics passes on every broker's /metrics")
+		for _, b := range brokers {
+			Expect(promtoolCheckMetrics(b)).To(Succeed(), "broker %d", b.ID)
+		}
 
 		rules, err := monitoring.RulesWithFor(promFor)
 		Expect(err).NotTo(HaveOccurred())
@@ -84,17 +101,23 @@ var _ = Describe("Monitoring against a real Prometheus", Label("prometheus", "sl
 			}
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 
-		By("every dashboard query evaluates")
+		By("every dashboard query evaluates, and the traffic panels have series (rates once two scrapes saw the counters)")
 		qs, err := monitoring.DashboardQueries()
 		Expect(err).NotTo(HaveOccurred())
 		var empty []string
-		for _, q := range qs {
-			got, err := prom.query(monitoring.Expand(q.Expr, "10s"))
-			Expect(err).NotTo(HaveOccurred(), "panel %q (%s): %s", q.Panel, q.RefID, q.Expr)
-			if len(got) == 0 {
-				empty = append(empty, q.Panel+" "+q.RefID)
+		Eventually(func(g Gomega) {
+			empty = nil
+			for _, q := range qs {
+				got, err := prom.query(monitoring.Expand(q.Expr, "10s"))
+				g.Expect(err).NotTo(HaveOccurred(), "panel %q (%s): %s", q.Panel, q.RefID, q.Expr)
+				if len(got) == 0 {
+					empty = append(empty, q.Panel+" "+q.RefID)
+				}
 			}
-		}
+			for _, p := range trafficPanels {
+				g.Expect(empty).NotTo(ContainElement(HavePrefix(p+" ")), "panel %q has no series after the traffic", p)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 		AddReportEntry("dashboard queries with no series", fmt.Sprintf("%d of %d: %s", len(empty), len(qs), strings.Join(empty, "; ")))
 
 		By("every alert expression evaluates, and none of the broker alerts fires on a healthy cluster")
@@ -163,6 +186,16 @@ var _ = Describe("Monitoring against a real Prometheus", Label("prometheus", "sl
 		AddReportEntry("resolved", fmt.Sprintf("all within %s of the restart", time.Since(restartedAt).Round(100*time.Millisecond)))
 	})
 })
+
+// commitOneTransaction commits one transaction of one record to topic, so
+// the transaction families have a completed transaction.
+func commitOneTransaction(ctx context.Context, b *Broker, topic string) {
+	GinkgoHelper()
+	cl := NewClient(b, kgo.DefaultProduceTopic(topic), kgo.TransactionalID(UniqueName("prom-txn")))
+	Expect(cl.BeginTransaction()).To(Succeed())
+	Expect(cl.ProduceSync(ctx, &kgo.Record{Value: []byte("in a transaction")}).FirstErr()).To(Succeed())
+	Expect(cl.EndTransaction(ctx, kgo.TryCommit)).To(Succeed())
+}
 
 // produceAndConsume writes n records to topic and reads them back in a
 // consumer group that commits, so the throughput, group and lag series exist.
