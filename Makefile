@@ -23,6 +23,8 @@
 #   make run            run a broker on 127.0.0.1:9092 (admin 127.0.0.1:9644)
 #   make run-cluster    N brokers (default 3) sharing ./kaas-cluster-data, on 127.0.0.1:9092..
 #   make bench          Go benchmarks, then kaas vs kfake vs disk with cmd/kaasbench (.ci/bench)
+#   make bench-metrics  produce throughput and broker CPU with --metrics on and off, side by side
+#                       (.ci/bench-metrics; ROUNDS, RECORDS)
 #   make lint           gofmt -l must be empty, go vet, staticcheck
 #
 # Extra Ginkgo flags: make specs GINKGO_FLAGS='-ginkgo.focus=kcat'
@@ -47,7 +49,7 @@ export KAAS_NODE_MODULES
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn specs-acl specs-hostile fuzz fuzz-regress run run-cluster bench lint fmt-check vet staticcheck clean
+.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn specs-acl specs-hostile fuzz fuzz-regress run run-cluster bench bench-metrics lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -138,6 +140,9 @@ run-cluster:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 	bash .ci/bench $(BENCH_ARGS)
+
+bench-metrics:
+	bash .ci/bench-metrics $(BENCH_ARGS)
 
 lint: fmt-check vet staticcheck
 
