@@ -57,7 +57,15 @@ type Config struct {
 	// serves are checked for segments that retention.ms or retention.bytes
 	// expire (log.retention.check.interval.ms; retention.go). Default 5m.
 	RetentionCheckInterval time.Duration
-	Workers                int
+	// Workers reconcile keys side by side (topics, the coordinator shards,
+	// the trash). Default 8.
+	Workers int
+	// ParallelOpens bounds the partition opens (takeovers included) in
+	// flight on this broker, across topics: a takeover of thousands of
+	// partitions costs about as many round trips to the volume as this
+	// many opens at once, and no more than this many open at once.
+	// Default 64.
+	ParallelOpens int
 
 	// Cluster membership (engine/cluster). KafkaAddr (the inter-broker
 	// listener's address), Listeners (every listener's advertised address,
@@ -158,8 +166,10 @@ type Engine struct {
 	acls   aclState
 	quotas quotaState
 
-	// opens is this process's bookkeeping of its opens (openbook.go).
-	opens *openBook
+	// opens is this process's bookkeeping of its opens (openbook.go);
+	// openSem bounds the opens in flight (Config.ParallelOpens).
+	opens   *openBook
+	openSem chan struct{}
 	// openSlots counts the partitions holding or opening log handles,
 	// bounded by Config.MaxPartitionsPerBroker (partitionbudget.go).
 	openSlots atomic.Int64
@@ -224,7 +234,10 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		cfg.RetentionCheckInterval = DefaultRetentionCheckInterval
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 2
+		cfg.Workers = 8
+	}
+	if cfg.ParallelOpens <= 0 {
+		cfg.ParallelOpens = 64
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = cluster.DefaultHeartbeatInterval
@@ -246,6 +259,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 
 		incarnation: uuid.NewString(),
 		opens:       newOpenBook(),
+		openSem:     make(chan struct{}, cfg.ParallelOpens),
 		machines:    newMachineBook(),
 		reconciles:  newReconcileCounts(),
 		txnEnds:     &txns.Counts{},
@@ -451,10 +465,11 @@ func (e *Engine) reconcileTopic(ctx context.Context, name string) error {
 	}
 	// Partitions are independent (own directory, fence, record): open
 	// them side by side, so that taking over many partitions costs about
-	// one takeover's round trips to the volume, not one per partition.
+	// one takeover's round trips to the volume, not one per partition;
+	// openSem bounds the opens of every topic together.
 	errs := make([]error, spec.Partitions)
 	var g errgroup.Group
-	g.SetLimit(parallelOpens)
+	g.SetLimit(e.cfg.ParallelOpens)
 	prepared := false
 	for p := int32(0); p < spec.Partitions; p++ {
 		owner, mine, _ := e.ownerOf(spec.ID, p)
@@ -475,7 +490,14 @@ func (e *Engine) reconcileTopic(ctx context.Context, name string) error {
 			prepared = true
 		}
 		g.Go(func() error {
+			select {
+			case e.openSem <- struct{}{}:
+			case <-ctx.Done():
+				errs[p] = ctx.Err()
+				return nil
+			}
 			errs[p] = e.driveOpen(ctx, spec, p, owner.LeaderEpoch)
+			<-e.openSem
 			e.opens.noteOpen(openKey(spec.Name, p, spec.ID), errs[p])
 			return nil
 		})
@@ -516,9 +538,6 @@ func (e *Engine) stillDesired(spec desired.TopicSpec) error {
 	return nil
 }
 
-// parallelOpens bounds the partitions of one topic opened at once.
-const parallelOpens = 16
-
 // release unpublishes and closes a partition this broker no longer owns.
 func (e *Engine) release(spec desired.TopicSpec, index int32) error {
 	cur := e.servingPartition(spec.Name, spec.ID, index)
@@ -555,14 +574,30 @@ func (e *Engine) upsertTopic(spec desired.TopicSpec) error {
 
 // drive runs a machine (states.Drive) with this engine's save and clock,
 // and books where the record stands after (machinebook.go).
+//
+// Each step that succeeds is counted here, each that fails or waits when
+// its record is saved: a machine that saves only at stops
+// (Definition.SaveAtStops) still counts every step.
 func (e *Engine) drive(ctx context.Context, def states.Definition, rec *states.Record, acts states.Actions) error {
-	err := states.Drive(ctx, def, rec, acts, e.save, e.cfg.Now)
+	counted := make(states.Actions, len(acts))
+	for ev, act := range acts {
+		counted[ev] = func(ctx context.Context) error {
+			err := act(ctx)
+			if err == nil {
+				e.reconciles.add(def.Kind, resultOK)
+			}
+			return err
+		}
+	}
+	err := states.Drive(ctx, def, rec, counted, e.save, e.cfg.Now)
 	e.machines.note(rec)
 	return err
 }
 
 func (e *Engine) save(rec *states.Record) error {
-	e.reconciles.noteStep(rec)
+	if rec.LastError != "" {
+		e.reconciles.noteStop(rec)
+	}
 	e.machines.note(rec)
 	if _, ok := e.statusDirs.Load(rec.Kind); !ok {
 		if err := states.EnsureStatusDir(e.fsys, e.cfg.ClusterDir, rec.Kind); err != nil {
@@ -620,7 +655,13 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 	key := openKey(spec.Name, index, spec.ID)
 	rec.State = states.PartitionOpen.Resume(rec.State, e.stillFenced(key, rec.Epoch, epoch))
 	rec.Owner = e.owner
+	// In flight first, then owned: an open decided on an older assignment
+	// either sees the current one here and stops, or is in flight while
+	// this broker says what it holds (lifecycle fencing must wait for it).
 	defer e.opens.startOpening(key)()
+	if o, mine, _ := e.ownerOf(spec.ID, index); !mine || o.LeaderEpoch != epoch {
+		return reconcile.WaitingOn(fmt.Errorf("partition %s/%d is not assigned here at leader epoch %d any more: not opening it", spec.Name, index, epoch))
+	}
 	if rec.State == states.PartitionOpen.Initial || rec.State == "dir-ready" {
 		// Re-read the desired state before creating anything: a delete
 		// marked since the reconcile began must not get its directories

@@ -105,17 +105,14 @@ func (c *reconcileCounts) add(kind string, result int) {
 	}
 }
 
-// noteStep counts a machine step from the record its save persists: a
-// step that succeeded clears the last error, a wait says so in it.
-func (c *reconcileCounts) noteStep(rec *states.Record) {
-	switch {
-	case rec.LastError == "":
-		c.add(rec.Kind, resultOK)
-	case rec.IsWaiting():
+// noteStop counts a machine step that stopped its pass, from the record
+// saved then: waiting, or failed.
+func (c *reconcileCounts) noteStop(rec *states.Record) {
+	if rec.IsWaiting() {
 		c.add(rec.Kind, resultWaiting)
-	default:
-		c.add(rec.Kind, resultError)
+		return
 	}
+	c.add(rec.Kind, resultError)
 }
 
 // notePass counts a reconcile key's pass by how it ended.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -35,9 +36,12 @@ func TestControlPlaneCollector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// One step that succeeds, driven: counted ok when it succeeds.
+	lastStep := states.Definition{Kind: states.PartitionOpen.Kind, Initial: "recovered", End: states.PartitionOpen.End,
+		Steps: []states.Step{{From: "recovered", Event: "serve", To: states.PartitionOpen.End}}}
 	done := states.PartitionOpen.NewRecord(states.PartitionObject("t", 1), "id", "broker-3", now)
-	done.State = states.PartitionOpen.End
-	if err := e.save(done); err != nil {
+	done.State = "recovered"
+	if err := e.drive(t.Context(), lastStep, done, states.Actions{"serve": func(context.Context) error { return nil }}); err != nil {
 		t.Fatal(err)
 	}
 	k, _ := e.queue.Get(t.Context())

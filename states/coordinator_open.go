@@ -35,6 +35,8 @@ var CoordinatorOpen = Definition{
 	Summary: "Brings one group-coordinator shard to serving at the leader epoch assigned to this broker, taking it over from a previous owner.",
 	Initial: "pending",
 	End:     "serving",
+	// As PartitionOpen: every state between resumes from an earlier one.
+	SaveAtStops: true,
 	Steps: []Step{
 		{From: "pending", Event: "make-dir", To: "dir-ready"},
 		{From: "dir-ready", Event: "fence", To: "fenced", Host: true},

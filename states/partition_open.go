@@ -34,11 +34,18 @@ import (
 // record in either as `stamped`, since nothing is open any more
 // (level-triggered: the state is observed, not remembered). `dir-ready` is
 // observed again from `pending`. Resumes holds these rules.
+//
+// So the record is status, saved only where a pass stops and at
+// `serving` (SaveAtStops): a loading process would go back to `pending`
+// or `stamped` from any state in between, and the two steps before
+// `stamped` are idempotent, so a crash that leaves the volume ahead of
+// the record changes nothing but what reconcile-status shows meanwhile.
 var PartitionOpen = Definition{
-	Kind:    "partition-open",
-	Summary: "Brings one partition to serving at the leader epoch assigned to this broker, taking it over from a previous writer.",
-	Initial: "pending",
-	End:     "serving",
+	Kind:        "partition-open",
+	Summary:     "Brings one partition to serving at the leader epoch assigned to this broker, taking it over from a previous writer.",
+	Initial:     "pending",
+	End:         "serving",
+	SaveAtStops: true,
 	Steps: []Step{
 		{From: "pending", Event: "make-dir", To: "dir-ready"},
 		{From: "dir-ready", Event: "stamp", To: "stamped"},

@@ -19,7 +19,12 @@ under ` + "`<cluster>/status/<kind>/`" + `, is saved after every step, and it is
 ` + "`kaasctl reconcile-status`" + ` prints. A crash between an action and its save
 runs the action again on the next pass, so every action takes "already
 done" for success; the crash sweeps in states/ crash each machine at every
-volume operation of its workloads and check that it converges.
+volume operation of its workloads and check that it converges. A machine
+whose every state between resumes from an earlier one anyway saves its
+record only where a pass stops (an error, a wait) and at its end state
+(` + "`Definition.SaveAtStops`" + `, said under its drawing): its record is status,
+not progress, and a takeover of thousands of partitions does not pay an
+atomic write per step of each.
 
 The drawings below are made from each machine's ` + "`states.Definition`" + ` by
 ` + "`kaasctl machines`" + ` (` + "`-o dot`" + ` for Graphviz). Three kinds of arrow:
@@ -49,6 +54,9 @@ func machinesDoc() string {
 	fmt.Fprintf(&b, "<!-- Generated from the states.Definitions: %s -->\n", regenerateMachinesDoc)
 	for _, def := range states.Machines {
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n```mermaid\n%s```\n", def.Kind, def.Summary, mermaid(def))
+		if def.SaveAtStops {
+			b.WriteString("\nIts record is saved only where a pass stops and at `" + string(def.End) + "`.\n")
+		}
 	}
 	return b.String()
 }
