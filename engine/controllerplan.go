@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"reflect"
-
 	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
@@ -73,7 +71,7 @@ func newPartitions(base *cluster.Assignment, topics []desired.TopicSpec) []parti
 	add := func(id string, n int32) {
 		have := 0
 		if base != nil {
-			have = len(base.Topics[id])
+			have = len(base.Owners(id))
 		}
 		for p := int32(have); p < n; p++ {
 			refs = append(refs, partitionRef{id, p})
@@ -88,9 +86,10 @@ func newPartitions(base *cluster.Assignment, topics []desired.TopicSpec) []parti
 	return refs
 }
 
-// planAssignment returns the next assignment, one version above its base,
-// or nil when the file already holds exactly it.
-func planAssignment(in assignmentInput) (*cluster.Assignment, error) {
+// planAssignment returns the next assignment, Stamped one version above
+// its base, and the delta from the base; nil when the volume already
+// holds exactly it (unless the base is rewritten).
+func planAssignment(in assignmentInput) (*cluster.Assignment, *cluster.AssignmentDelta, error) {
 	topics := make([]cluster.Topic, 0, len(in.Topics)+1)
 	for _, s := range in.Topics {
 		if !s.Deleted {
@@ -100,25 +99,26 @@ func planAssignment(in assignmentInput) (*cluster.Assignment, error) {
 	topics = append(topics, cluster.Topic{ID: GroupsTopicID, Partitions: groups.Shards})
 	next, err := cluster.NextAssignment(in.Base, topics, in.Live, in.Epoch)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// A partition new to the assignment starts at epoch 1 or above
 	// whatever fence its directory holds (data from before the assignment
 	// existed, or an assignment lost): epochs never go backwards.
-	for id, ps := range next.Topics {
+	for _, t := range topics {
+		ps := next.Owners(t.ID)
 		have := 0
 		if in.Base != nil {
-			have = len(in.Base.Topics[id])
+			have = len(in.Base.Owners(t.ID))
 		}
 		for p := have; p < len(ps); p++ {
-			ps[p].LeaderEpoch = max(ps[p].LeaderEpoch, in.Fences[partitionRef{id, int32(p)}]+1, 1)
+			ps[p].LeaderEpoch = max(ps[p].LeaderEpoch, in.Fences[partitionRef{t.ID, int32(p)}]+1, 1)
 		}
 	}
 	next.NoteEpochs()
 	// An owner whose log failed for good at its current epoch asks for a
 	// new one: the reopened log must start a new leader epoch.
 	for _, r := range in.Reopen {
-		ps := next.Topics[r.Partition.TopicID]
+		ps := next.Owners(r.Partition.TopicID)
 		if r.Partition.Index < 0 || int(r.Partition.Index) >= len(ps) {
 			continue
 		}
@@ -126,11 +126,12 @@ func planAssignment(in assignmentInput) (*cluster.Assignment, error) {
 			o.LeaderEpoch++
 		}
 	}
-	if in.Base != nil && !in.Rewrite && reflect.DeepEqual(in.Base, next) {
-		return nil, nil
+	next.NoteEpochs()
+	delta := cluster.Stamp(in.Base, next)
+	if in.Base != nil && !in.Rewrite && delta.Empty() {
+		return nil, nil, nil
 	}
-	next.Version++
-	return next, nil
+	return next, delta, nil
 }
 
 // topicsToReconcile names the desired topics this broker must reconcile:

@@ -43,9 +43,8 @@ func TestNewPartitions(t *testing.T) {
 		return refs
 	}
 	base := &cluster.Assignment{Topics: map[string][]cluster.PartitionOwner{
-		"a":           make([]cluster.PartitionOwner, 2),
-		GroupsTopicID: make([]cluster.PartitionOwner, groups.Shards),
-	}}
+		"a": make([]cluster.PartitionOwner, 2),
+	}, Coordinators: make([]cluster.PartitionOwner, groups.Shards)}
 	topics := []desired.TopicSpec{
 		{Name: "ta", ID: "a", Partitions: 3},
 		{Name: "tb", ID: "b", Partitions: 1},
@@ -66,7 +65,7 @@ func TestNewPartitions(t *testing.T) {
 func TestPlanAssignment(t *testing.T) {
 	live := []cluster.LiveBroker{{ID: 1, Incarnation: "i1"}, {ID: 2, Incarnation: "i2"}}
 	topics := []desired.TopicSpec{{Name: "orders", ID: "o", Partitions: 2}}
-	first, err := planAssignment(assignmentInput{Epoch: 1, Topics: topics, Live: live,
+	first, _, err := planAssignment(assignmentInput{Epoch: 1, Topics: topics, Live: live,
 		Fences: map[partitionRef]int32{{"o", 1}: 7}})
 	if err != nil {
 		t.Fatal(err)
@@ -79,21 +78,21 @@ func TestPlanAssignment(t *testing.T) {
 		if first.MaxLeaderEpoch < ps[1].LeaderEpoch {
 			t.Fatalf("MaxLeaderEpoch %d below a handed-out epoch %d", first.MaxLeaderEpoch, ps[1].LeaderEpoch)
 		}
-		if len(first.Topics[GroupsTopicID]) != groups.Shards {
-			t.Fatalf("coordinator shards: %d, want %d", len(first.Topics[GroupsTopicID]), groups.Shards)
+		if len(first.Coordinators) != groups.Shards {
+			t.Fatalf("coordinator shards: %d, want %d", len(first.Coordinators), groups.Shards)
 		}
 		if first.Version != 1 {
 			t.Fatalf("first version %d, want 1", first.Version)
 		}
 	})
 	t.Run("nothing changed: nothing to write", func(t *testing.T) {
-		next, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Topics: topics, Live: live})
+		next, _, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Topics: topics, Live: live})
 		if err != nil || next != nil {
 			t.Fatalf("plan = %v, %v; want nothing to write", next, err)
 		}
 	})
 	t.Run("a rewrite writes even when nothing changed", func(t *testing.T) {
-		next, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Rewrite: true, Topics: topics, Live: live})
+		next, _, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Rewrite: true, Topics: topics, Live: live})
 		if err != nil || next == nil {
 			t.Fatalf("plan = %v, %v; want the assignment again", next, err)
 		}
@@ -103,7 +102,7 @@ func TestPlanAssignment(t *testing.T) {
 	})
 	t.Run("a deleted topic leaves the assignment", func(t *testing.T) {
 		gone := []desired.TopicSpec{{Name: "orders", ID: "o", Partitions: 2, Deleted: true}}
-		next, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Topics: gone, Live: live})
+		next, _, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Topics: gone, Live: live})
 		if err != nil || next == nil {
 			t.Fatalf("plan = %v, %v", next, err)
 		}
@@ -131,7 +130,7 @@ func TestPlanAssignment(t *testing.T) {
 		{"no such partition", reopenAsk{owner.Broker, inc, partitionRef{"o", 9}, owner.LeaderEpoch}, false},
 	} {
 		t.Run("reopen: "+tc.name, func(t *testing.T) {
-			next, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Topics: topics, Live: live,
+			next, _, err := planAssignment(assignmentInput{Epoch: 1, Base: first, Topics: topics, Live: live,
 				Reopen: []reopenAsk{tc.ask}})
 			if err != nil {
 				t.Fatal(err)
@@ -148,7 +147,7 @@ func TestPlanAssignment(t *testing.T) {
 		})
 	}
 	t.Run("a stale controller is refused", func(t *testing.T) {
-		if _, err := planAssignment(assignmentInput{Epoch: 0, Base: first, Topics: topics, Live: live}); err == nil {
+		if _, _, err := planAssignment(assignmentInput{Epoch: 0, Base: first, Topics: topics, Live: live}); err == nil {
 			t.Fatal("want an error for a controller epoch below the base's")
 		}
 	})

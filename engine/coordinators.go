@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kaas-dev/kaas/engine/cluster"
 	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/groups"
 	"github.com/kaas-dev/kaas/engine/groupstore"
@@ -20,8 +21,9 @@ import (
 )
 
 // Group coordinators. The groups of the cluster are spread over
-// groups.Shards shards, and the assignment owns each shard like a partition
-// of a pseudo-topic whose ID is GroupsTopicID: the controller picks its owner
+// groups.Shards shards, and the assignment owns each shard like a
+// partition (its own place in the assignment, looked up under the ID
+// GroupsTopicID): the controller picks its owner
 // by rendezvous hashing over the live brokers and bumps its leader epoch
 // when the owner changes. The owner takes the shard over through the
 // coordinator-open machine (fence the shard's log at the new epoch, then
@@ -31,9 +33,10 @@ import (
 // bounded however many groups there are, and gives each shard one log whose
 // fsyncs all its groups' commits share.
 
-// GroupsTopicID names the coordinator shards in the assignment. It is not a
-// UUID, so no topic ID can collide with it.
-const GroupsTopicID = "__groups"
+// GroupsTopicID is the ID the coordinator shards are looked up under in
+// the assignment and named by in the plan. It is not a UUID, so no topic
+// ID can collide with it.
+const GroupsTopicID = cluster.CoordinatorsID
 
 // groupsObject names the shards in heartbeats' open lists and reopen
 // requests ("__groups/<shard>@__groups"); no topic is named "__groups/…".

@@ -113,6 +113,11 @@ type Config struct {
 	// Nil: a single broker, or transactions across brokers fail.
 	Peers Peers
 
+	// AssignmentCompactBelow: an assignment whose base would take at most
+	// this many bytes is written whole at every change, not as a delta
+	// (controller.go). Default 64 KiB; negative: never by size alone.
+	AssignmentCompactBelow int
+
 	// DisableMetrics skips the one observation the data path makes for
 	// the metrics, the timing of every group-commit round
 	// (SyncRoundMetrics is then nil). The other collectors read state at
@@ -179,9 +184,8 @@ type Engine struct {
 	// stampOK holds, by topic name, the topic ID the controller last found
 	// its directory stamped with (reclaim.go: reclaimStale).
 	stampOK sync.Map
-	// written is the last assignment this broker wrote as controller
-	// (only the cluster loop touches it).
-	written *cluster.Assignment
+	// ctrl is what the controller keeps between its rounds (controller.go).
+	ctrl controllerState
 	// leaseFrom is 1 + when (observer clock) the last heartbeat that
 	// succeeded began; 0 before the first. See leaseHeld.
 	leaseFrom atomic.Int64
@@ -239,6 +243,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if cfg.ParallelOpens <= 0 {
 		cfg.ParallelOpens = 64
 	}
+	if cfg.AssignmentCompactBelow == 0 {
+		cfg.AssignmentCompactBelow = 64 << 10
+	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = cluster.DefaultHeartbeatInterval
 	}
@@ -263,6 +270,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		machines:    newMachineBook(),
 		reconciles:  newReconcileCounts(),
 		txnEnds:     &txns.Counts{},
+		ctrl:        controllerState{compactBelow: cfg.AssignmentCompactBelow},
 	}
 	if !cfg.DisableMetrics {
 		e.rounds = datametrics.NewSyncRounds()

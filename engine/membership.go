@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"reflect"
 	"slices"
@@ -14,9 +14,6 @@ import (
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
-	"github.com/kaas-dev/kaas/engine/desired"
-	"github.com/kaas-dev/kaas/states"
-	"github.com/kaas-dev/kaas/volume/partlog"
 )
 
 // BrokerInfo is a live broker as Metadata and DescribeCluster advertise it.
@@ -84,7 +81,7 @@ func (e *Engine) readAssignment() (changed, read bool) {
 // readAssignmentThen is readAssignment calling read (if not nil) after a
 // successful read, before the assignment is applied.
 func (e *Engine) readAssignmentThen(read func()) (changed, ok bool) {
-	a, err := e.areader.Read()
+	up, err := e.areader.Read()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if read != nil {
@@ -98,7 +95,10 @@ func (e *Engine) readAssignmentThen(read func()) (changed, ok bool) {
 	if read != nil {
 		read()
 	}
-	return e.applyAssignment(a), true
+	if up.Unchanged {
+		return false, true
+	}
+	return e.applyAssignment(up), true
 }
 
 // clusterRound runs one membership round and reports whether the live
@@ -167,75 +167,6 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 	return changedMembers
 }
 
-// controllerRound computes and writes the next assignment. It skips the
-// round when the desired state cannot be listed completely: a topic left
-// out would be released and its epochs forgotten.
-func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
-	specs, err := desired.ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
-	if err != nil {
-		return fmt.Errorf("list desired topics: %w", err)
-	}
-	onDisk, err := cluster.ReadAssignment(e.fsys, e.cfg.ClusterDir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		e.log.Info("previous assignment unreadable; seeding epochs from the fences", "err", err.Error())
-	}
-	if err != nil {
-		onDisk = nil
-	}
-	base, rewrite, stop := assignmentBase(onDisk, e.written, epoch)
-	if stop {
-		return nil // a newer controller wrote it: the next Campaign steps down
-	}
-	if rewrite {
-		e.log.Info("assignment file is not this controller's last write; rewriting it",
-			"controllerEpoch", epoch, "found", controllerEpochOf(onDisk))
-	}
-	stale := topicsToReconcile(specs, e.routes.spec)
-	for _, name := range stale {
-		defer e.queue.Add(topicKey(name))
-	}
-	in := assignmentInput{
-		Epoch: epoch, Base: base, Rewrite: rewrite, Topics: specs, Live: live,
-		Fences: map[partitionRef]int32{}, Reopen: e.reopenAsks(live),
-	}
-	names := make(map[string]string, len(specs))
-	for _, s := range specs {
-		names[s.ID] = s.Name
-	}
-	for _, r := range newPartitions(base, specs) {
-		dir := states.PartitionDir(e.cfg.DataDir, names[r.TopicID], r.Index)
-		if r.TopicID == GroupsTopicID {
-			dir = states.ShardDir(e.cfg.ClusterDir, r.Index)
-		}
-		fence, err := partlog.ReadFence(e.fsys, dir)
-		if err != nil {
-			return fmt.Errorf("seed epoch of %s/%d: %w", names[r.TopicID], r.Index, err)
-		}
-		if fence != 0 {
-			in.Fences[r] = fence
-		}
-	}
-	next, err := planAssignment(in)
-	if err != nil || next == nil {
-		return err
-	}
-	ok, err := e.elector.Verify()
-	if err != nil || !ok {
-		return err
-	}
-	// Remembered before the write: a write that fails may have landed.
-	e.written = next
-	write := cluster.WriteAssignment
-	if e.negative.InPlaceAssignment {
-		write = cluster.WriteAssignmentInPlaceUnsafe
-	}
-	if err := write(e.fsys, e.cfg.ClusterDir, next); err != nil {
-		return err
-	}
-	e.log.V(1).Info("assignment written", "controllerEpoch", epoch, "live", len(live), "topics", len(next.Topics))
-	return nil
-}
-
 // reopenAsks collects the new leader epochs that live brokers ask for in
 // their current incarnation's heartbeats (entries "name/index@topicID#epoch").
 func (e *Engine) reopenAsks(live []cluster.LiveBroker) []reopenAsk {
@@ -275,35 +206,29 @@ func controllerEpochOf(a *cluster.Assignment) int32 {
 }
 
 // applyAssignment installs a newly read assignment and enqueues the topics
-// whose owners changed. It reports whether any owner or epoch changed.
-func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
+// whose owners changed: those the update names, or, for an assignment read
+// whole, those whose entries differ from the view's. It reports whether
+// any owner or epoch changed.
+func (e *Engine) applyAssignment(up cluster.AssignmentUpdate) bool {
+	a := up.Assignment
 	prev := e.updateClusterView(func(v *clusterView) { v.assign = a }).assign
-	if prev != nil && reflect.DeepEqual(prev.Topics, a.Topics) {
+	changedIDs, shards := up.Changed, up.Coordinators
+	if up.Full || prev == nil {
+		changedIDs, shards = changedTopics(prev, a)
+	}
+	if len(changedIDs) == 0 && !shards {
 		return false
+	}
+	if shards {
+		e.queue.Add(groupsKey)
 	}
 	unknown := prev == nil
 	changed := map[string]bool{}
-	for id, ps := range a.Topics {
-		if prev != nil && reflect.DeepEqual(prev.Topics[id], ps) {
-			continue
-		}
-		if id == GroupsTopicID {
-			e.queue.Add(groupsKey)
-			continue
-		}
+	for _, id := range changedIDs {
 		if name, ok := e.routes.anyNameOf(id); ok {
 			changed[name] = true
-		} else {
+		} else if _, assigned := a.Topics[id]; assigned {
 			unknown = true
-		}
-	}
-	if prev != nil {
-		for id := range prev.Topics {
-			if _, ok := a.Topics[id]; !ok {
-				if name, ok := e.routes.anyNameOf(id); ok {
-					changed[name] = true
-				}
-			}
 		}
 	}
 	if unknown {
@@ -315,6 +240,30 @@ func (e *Engine) applyAssignment(a *cluster.Assignment) bool {
 	}
 	e.broadcast()
 	return true
+}
+
+// changedTopics compares two assignments read whole: the topic IDs whose
+// entries differ (set, grown or gone), and whether the shards' do.
+func changedTopics(prev, next *cluster.Assignment) (ids []string, shards bool) {
+	if prev == nil {
+		return slices.Collect(maps.Keys(next.Topics)), true
+	}
+	for id, ps := range next.Topics {
+		if !slices.EqualFunc(prev.Topics[id], ps, sameOwner) {
+			ids = append(ids, id)
+		}
+	}
+	for id := range prev.Topics {
+		if _, ok := next.Topics[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, !slices.EqualFunc(prev.Coordinators, next.Coordinators, sameOwner)
+}
+
+// sameOwner compares what routing acts on of two entries.
+func sameOwner(a, b cluster.PartitionOwner) bool {
+	return a.Broker == b.Broker && a.LeaderEpoch == b.LeaderEpoch && a.Incarnation == b.Incarnation
 }
 
 // ownerOf returns the assigned owner of a partition and whether it is this

@@ -93,10 +93,8 @@ func (c controlCollector) Collect(ch chan<- prometheus.Metric) {
 	partitions := 0
 	if a := e.clusterView().assign; a != nil {
 		version = a.Version
-		for id, ps := range a.Topics {
-			if id != GroupsTopicID {
-				partitions += len(ps)
-			}
+		for _, ps := range a.Topics {
+			partitions += len(ps)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descAssignmentVersion, prometheus.GaugeValue, float64(version))

@@ -91,7 +91,7 @@ func brokerRows(src source, window time.Duration, now func() time.Time, wait fun
 		return nil, 0, err
 	}
 	owned := map[int32]int{}
-	if a, err := cluster.ReadAssignment(fsys, dir); err == nil {
+	if a, _, err := cluster.LoadAssignment(fsys, dir); err == nil {
 		for _, ps := range a.Topics {
 			for _, p := range ps {
 				owned[p.Broker]++
@@ -142,7 +142,7 @@ func assignment(src source, out io.Writer) error {
 		return err
 	}
 	fsys := volume.OS()
-	a, err := cluster.ReadAssignment(fsys, dir)
+	a, _, err := cluster.LoadAssignment(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("read assignment (has a controller written one yet?): %w", err)
 	}
@@ -153,11 +153,15 @@ func assignment(src source, out io.Writer) error {
 		}
 	}
 	var rows []assignmentRow
-	for id, ps := range a.Topics {
+	add := func(id string, ps []cluster.PartitionOwner) {
 		for i, p := range ps {
 			rows = append(rows, assignmentRow{Topic: names[id], TopicID: id, Partition: int32(i), Broker: p.Broker, LeaderEpoch: p.LeaderEpoch})
 		}
 	}
+	for id, ps := range a.Topics {
+		add(id, ps)
+	}
+	add(engine.GroupsTopicID, a.Coordinators)
 	sort.Slice(rows, func(i, j int) bool {
 		if rows[i].Topic != rows[j].Topic {
 			return rows[i].Topic < rows[j].Topic
@@ -173,10 +177,11 @@ func assignment(src source, out io.Writer) error {
 		}
 		return printJSON(out, struct {
 			ControllerEpoch int32           `json:"controllerEpoch"`
+			Version         int64           `json:"version"`
 			Partitions      []assignmentRow `json:"partitions"`
-		}{a.ControllerEpoch, rows})
+		}{a.ControllerEpoch, a.Version, rows})
 	}
-	fmt.Fprintf(out, "controller epoch %d\n", a.ControllerEpoch)
+	fmt.Fprintf(out, "controller epoch %d, version %d\n", a.ControllerEpoch, a.Version)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tBROKER\tLEADER EPOCH")
 	for _, r := range rows {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"path"
 	"slices"
 	"sync"
@@ -67,29 +68,36 @@ type Topic struct {
 type PartitionOwner struct {
 	// Broker owns (is the sole writer of) the partition; -1 if no broker is
 	// live.
-	Broker int32 `json:"broker"`
+	Broker int32
 	// LeaderEpoch grows by one exactly when Broker changes (or Broker
 	// restarts: a new Incarnation). The owner writes the partition's fence
 	// at this epoch before reading its tail.
-	LeaderEpoch int32 `json:"leaderEpoch"`
+	LeaderEpoch int32
 	// Incarnation is the owner's incarnation when it was assigned (empty
 	// if unknown). A broker restarted under the same ID is a new owner: it
 	// gets a new leader epoch, and it does not act on an entry naming its
 	// previous incarnation.
-	Incarnation string `json:"incarnation,omitempty"`
+	Incarnation string
+	// Since is the assignment version that gave the entry its owner and
+	// epoch (0 in files from before kaas kept it): a broker that has read
+	// that version knows it owns the partition.
+	Since int64
 }
 
-// Assignment is the content of <cluster>/assignment.json. Only the
-// controller writes it, stamped with its controller epoch.
+// Assignment is the assignment (assignment.json and the chain after it,
+// assignchain.go). Only the controller writes it, stamped with its
+// controller epoch. Once published, an Assignment is never changed.
 type Assignment struct {
-	ControllerEpoch int32 `json:"controllerEpoch"`
-	// Version counts the controller's writes: each write of a changed
-	// assignment carries its predecessor's version plus one (0 in files
-	// written before kaas kept it). NextAssignment carries prev's; the
-	// writer raises it.
-	Version int64 `json:"version,omitempty"`
+	ControllerEpoch int32
+	// Version counts the controller's writes: each change is written one
+	// version above the last (Stamp); a new controller continues from the
+	// highest it read. 0 in files written before kaas kept it.
+	Version int64
 	// Topics maps a topic ID to its partitions' owners, by partition index.
-	Topics map[string][]PartitionOwner `json:"topics"`
+	Topics map[string][]PartitionOwner
+	// Coordinators are the coordinator shards' owners, by shard, looked
+	// up as the topic CoordinatorsID.
+	Coordinators []PartitionOwner
 	// MaxLeaderEpoch is the highest leader epoch this assignment or any
 	// before it handed out, deleted topics' included. A new partition
 	// starts above it, so that no epoch is ever reused under a name: a
@@ -97,7 +105,10 @@ type Assignment struct {
 	// fence epoch, a manifest or a segment name with its previous
 	// incarnation, whose paused writer may still wake up and write by
 	// path into the new directory (the fence then stops it).
-	MaxLeaderEpoch int32 `json:"maxLeaderEpoch,omitempty"`
+	MaxLeaderEpoch int32
+	// Legacy writes the file in format 1, which brokers of an older kaas
+	// read (assignfile.go); it is never read from a file.
+	Legacy bool
 }
 
 // NoteEpochs raises MaxLeaderEpoch to every epoch a holds.
@@ -107,11 +118,24 @@ func (a *Assignment) NoteEpochs() {
 			a.MaxLeaderEpoch = max(a.MaxLeaderEpoch, o.LeaderEpoch)
 		}
 	}
+	for _, o := range a.Coordinators {
+		a.MaxLeaderEpoch = max(a.MaxLeaderEpoch, o.LeaderEpoch)
+	}
 }
 
-// Owner returns the owner of a partition.
+// Owners returns the entries of a topic, or of the coordinator shards
+// for CoordinatorsID.
+func (a *Assignment) Owners(topicID string) []PartitionOwner {
+	if topicID == CoordinatorsID {
+		return a.Coordinators
+	}
+	return a.Topics[topicID]
+}
+
+// Owner returns the owner of a partition (a coordinator shard's for
+// CoordinatorsID).
 func (a *Assignment) Owner(topicID string, partition int32) (PartitionOwner, bool) {
-	ps := a.Topics[topicID]
+	ps := a.Owners(topicID)
 	if partition < 0 || int(partition) >= len(ps) {
 		return PartitionOwner{}, false
 	}
@@ -123,14 +147,17 @@ func (a *Assignment) Owner(topicID string, partition int32) (PartitionOwner, boo
 var ErrStaleController = errors.New("assignment from an older controller epoch")
 
 // NextAssignment computes the assignment the controller at controllerEpoch
-// writes, given the previous one (nil if none), every existing topic, and
-// the live brokers. Owners come from Assign with no zone: a partition has
-// one writer whatever zone its clients are in. A partition keeps its leader
-// epoch while its owner stays and gets the previous epoch plus one when the
+// writes, given the previous one (nil if none), every existing topic (the
+// coordinator shards as the topic CoordinatorsID), and the live brokers.
+// Owners come from Assign with no zone: a partition has one writer
+// whatever zone its clients are in. A partition keeps its leader epoch
+// while its owner stays and gets the previous epoch plus one when the
 // owner changes (also to or from -1, and when the owner's incarnation in
 // live differs from the one recorded: a restart under the same ID is an
 // owner change); a new partition starts above every epoch handed out
-// before (MaxLeaderEpoch), at 0 in the first assignment.
+// before (MaxLeaderEpoch), at 0 in the first assignment. The result has
+// prev's version and no Since of its own: Stamp makes it the next
+// version.
 //
 // topics must be the complete list: a topic missing from it is released
 // and forgotten, so leaving out one that still exists would restart its
@@ -159,7 +186,7 @@ func NextAssignment(prev *Assignment, topics []Topic, live []LiveBroker, control
 		}
 		var old []PartitionOwner
 		if prev != nil {
-			old = prev.Topics[t.ID]
+			old = prev.Owners(t.ID)
 		}
 		ps := make([]PartitionOwner, t.Partitions)
 		for p := range t.Partitions {
@@ -173,6 +200,10 @@ func NextAssignment(prev *Assignment, topics []Topic, live []LiveBroker, control
 			default:
 				ps[p] = PartitionOwner{Broker: owner, LeaderEpoch: old[p].LeaderEpoch + 1, Incarnation: inc}
 			}
+		}
+		if t.ID == CoordinatorsID {
+			next.Coordinators = ps
+			continue
 		}
 		next.Topics[t.ID] = ps
 	}
@@ -253,9 +284,11 @@ func sweepAssignmentTemps(fsys volume.FS, clusterDir string) {
 	}
 }
 
-// ReadAssignment reads the assignment file through Open, retrying a
-// transient ENOENT or ESTALE. If no controller has written it yet the error
-// satisfies errors.Is(err, fs.ErrNotExist).
+// ReadAssignment reads the base file (assignment.json) through Open,
+// retrying a transient ENOENT or ESTALE: the whole assignment as of the
+// base's version (LoadAssignment adds the chain after it). If no
+// controller has written it yet the error satisfies
+// errors.Is(err, fs.ErrNotExist).
 func ReadAssignment(fsys volume.FS, clusterDir string) (*Assignment, error) {
 	b, err := readKnown(fsys, AssignmentPath(clusterDir))
 	if err != nil {
@@ -268,17 +301,19 @@ func ReadAssignment(fsys volume.FS, clusterDir string) (*Assignment, error) {
 	return &a, nil
 }
 
-// AssignmentReader reads the assignment for a broker and refuses one older
-// than the highest controller epoch it has seen, in an assignment or from
-// the Elector: a deposed controller's late write lands where nobody obeys
-// it, and the current controller overwrites it on its next round.
-// It is safe for concurrent use.
+// AssignmentReader reads the assignment for a broker, the head every
+// time and only what changed after the version it holds, and refuses one
+// older than the highest controller epoch it has seen, in an assignment
+// or from the Elector: a deposed controller's late write lands where
+// nobody obeys it, and the current controller overwrites it on its next
+// round. It is safe for concurrent use.
 type AssignmentReader struct {
 	fsys       volume.FS
 	clusterDir string
 
 	mu      sync.Mutex
 	highest int32
+	cur     *Assignment // what the last Read returned
 }
 
 // NewAssignmentReader returns a reader that has seen no controller epoch.
@@ -301,19 +336,68 @@ func (r *AssignmentReader) HighestControllerEpoch() int32 {
 	return r.highest
 }
 
-// Read reads the assignment file. One older than the highest controller
-// epoch seen is refused with an error satisfying
-// errors.Is(err, ErrStaleController); the caller keeps what it had.
-func (r *AssignmentReader) Read() (*Assignment, error) {
-	a, err := ReadAssignment(r.fsys, r.clusterDir)
-	if err != nil {
-		return nil, err
-	}
+// Read reads the current assignment: the head, and when it moved, the
+// deltas after the version held, or the base and its chain when the
+// chain no longer reaches back to it (a compaction since, or the first
+// read). Without a head (a cluster of format 1) it reads the base. One
+// older than the highest controller epoch seen is refused with an error
+// satisfying errors.Is(err, ErrStaleController); the caller keeps what it
+// had. A chain caught half-way (errChainBehind, a delta already
+// collected) is an error too: read again next round.
+func (r *AssignmentReader) Read() (AssignmentUpdate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	head, err := ReadAssignmentHead(r.fsys, r.clusterDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return AssignmentUpdate{}, err
+	}
+	if head != nil && r.cur != nil && head.AssignmentVersion == r.cur.ID() {
+		return AssignmentUpdate{Assignment: r.cur, Unchanged: true}, nil
+	}
+	var (
+		a   *Assignment
+		up  AssignmentUpdate
+		got bool
+	)
+	if head != nil && r.cur != nil && !head.Before(r.cur.ID()) {
+		var ds []*AssignmentDelta
+		if a, ds, err = followChain(r.fsys, r.clusterDir, r.cur, head); err == nil {
+			up, got = changedBy(ds), true
+		}
+	}
+	if !got {
+		if a, _, err = LoadAssignment(r.fsys, r.clusterDir); err != nil {
+			return AssignmentUpdate{}, err
+		}
+		// Without a head the base may be of format 1, whose writes all
+		// carry version 0: only a versioned one is known by its version.
+		if head != nil && r.cur != nil && a.ID() == r.cur.ID() {
+			return AssignmentUpdate{Assignment: r.cur, Unchanged: true}, nil
+		}
+		up.Full = true
+	}
 	if a.ControllerEpoch < r.highest {
-		return nil, fmt.Errorf("assignment at controller epoch %d, %d seen: %w", a.ControllerEpoch, r.highest, ErrStaleController)
+		return AssignmentUpdate{}, fmt.Errorf("assignment at controller epoch %d, %d seen: %w", a.ControllerEpoch, r.highest, ErrStaleController)
 	}
 	r.highest = a.ControllerEpoch
-	return a, nil
+	r.cur = a
+	up.Assignment = a
+	return up, nil
+}
+
+// changedBy lists what deltas change.
+func changedBy(ds []*AssignmentDelta) AssignmentUpdate {
+	var up AssignmentUpdate
+	seen := map[string]bool{}
+	for _, d := range ds {
+		for _, id := range d.Changed() {
+			if !seen[id] {
+				seen[id] = true
+				up.Changed = append(up.Changed, id)
+			}
+		}
+		up.Coordinators = up.Coordinators || d.Coordinators != nil
+	}
+	slices.Sort(up.Changed)
+	return up
 }

@@ -252,7 +252,7 @@ func TestAssignmentFileAndStaleController(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := r.Read()
-	if err != nil || !reflect.DeepEqual(got, a5) {
+	if err != nil || !reflect.DeepEqual(got.Assignment, a5) {
 		t.Fatalf("read %+v, %v; want %+v", got, err, a5)
 	}
 	// Durable: survives a crash right after the write.
@@ -287,7 +287,7 @@ func TestAssignmentFileAndStaleController(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rr := range []*AssignmentReader{r, r2} {
-		if got, err := rr.Read(); err != nil || got.ControllerEpoch != 6 {
+		if got, err := rr.Read(); err != nil || got.Assignment.ControllerEpoch != 6 {
 			t.Fatalf("epoch 6: %+v, %v", got, err)
 		}
 	}

@@ -19,6 +19,11 @@ import (
 // a timestamp: liveness is decided by the Counter advancing, as seen on the
 // observer's own clock (docs/design.md §2).
 type Heartbeat struct {
+	// Format is HeartbeatFormat in heartbeats of this kaas; absent (0) in
+	// an older kaas's, whose brokers read only a base of format 1 and
+	// publish what they hold in Open (the controller keeps writing what
+	// they read while one is live).
+	Format   int   `json:"format,omitempty"`
 	BrokerID int32 `json:"brokerId"`
 	// Counter grows by at least one with every write by one incarnation.
 	Counter   uint64 `json:"counter"`
@@ -63,6 +68,9 @@ type Heartbeat struct {
 	// (or a later one).
 	Versions map[string]string `json:"versions,omitempty"`
 }
+
+// HeartbeatFormat is the heartbeat format of this kaas.
+const HeartbeatFormat = 2
 
 func (h Heartbeat) validate() error {
 	switch {
@@ -205,6 +213,7 @@ type Heartbeater struct {
 // NewHeartbeater returns a Heartbeater for hb's broker; hb.Counter is the
 // counter of the last beat (normally 0). It writes nothing until Beat.
 func NewHeartbeater(fsys volume.FS, clusterDir string, hb Heartbeat) *Heartbeater {
+	hb.Format = HeartbeatFormat
 	return &Heartbeater{fsys: fsys, clusterDir: clusterDir, hb: hb, wall: time.Now}
 }
 

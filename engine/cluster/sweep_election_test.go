@@ -38,6 +38,7 @@ var clusterProcedures = []clusterProcedure{
 	controllerClaimProcedure("controller-claim", false),
 	controllerClaimProcedure("controller-first-claim", true),
 	assignmentWriteProcedure(),
+	assignmentChainProcedure(),
 	crossHostCheckProcedure("cross-host-check-first", false),
 	crossHostCheckProcedure("cross-host-check-restart", true),
 	probeRespondProcedure(),
@@ -62,6 +63,13 @@ type clusterTrial struct {
 	write func(volume.FS, string, *Assignment) error
 	// issuedIDs are the producer IDs issued so far (producerIDProcedure).
 	issuedIDs map[int64]bool
+	// tried holds every assignment a chain commit was attempted with, by
+	// version; committed is the last whose commit returned success, and
+	// chainFrom the one a reader held before the work began
+	// (assignmentChainProcedure).
+	tried     map[AssignmentVersion]*Assignment
+	committed AssignmentVersion
+	chainFrom *Assignment
 }
 
 func (ct *clusterTrial) noteStatus(b *broker, s Status) {
@@ -429,7 +437,7 @@ func converged(t *testing.T, fsys volume.FS, bs []*broker, ct *clusterTrial) boo
 }
 
 func newClusterTrial() *clusterTrial {
-	return &clusterTrial{clk: &fakeClock{}, believed: map[int32]map[string]bool{}}
+	return &clusterTrial{clk: &fakeClock{}, believed: map[int32]map[string]bool{}, tried: map[AssignmentVersion]*Assignment{}}
 }
 
 // sweepProcedure runs one procedure's crash sweep on one substrate and

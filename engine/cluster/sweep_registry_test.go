@@ -22,9 +22,12 @@ import (
 // volume but never change it; TestReadOnlyProceduresDoNotMutate runs each
 // once and checks.
 var readOnlyProcedures = map[string]func(fsys volume.FS) error{
-	"ReadHeartbeats": func(fsys volume.FS) error { _, err := ReadHeartbeats(fsys, clusterDir); return err },
-	"ReadAssignment": func(fsys volume.FS) error { _, err := ReadAssignment(fsys, clusterDir); return err },
-	"CurrentClaim":   func(fsys volume.FS) error { _, _, err := CurrentClaim(fsys, clusterDir); return err },
+	"ReadHeartbeats":     func(fsys volume.FS) error { _, err := ReadHeartbeats(fsys, clusterDir); return err },
+	"ReadAssignment":     func(fsys volume.FS) error { _, err := ReadAssignment(fsys, clusterDir); return err },
+	"ReadAssignmentHead": func(fsys volume.FS) error { _, err := ReadAssignmentHead(fsys, clusterDir); return err },
+	"ReadAssignmentID":   func(fsys volume.FS) error { _, err := ReadAssignmentID(fsys, clusterDir); return err },
+	"LoadAssignment":     func(fsys volume.FS) error { _, _, err := LoadAssignment(fsys, clusterDir); return err },
+	"CurrentClaim":       func(fsys volume.FS) error { _, _, err := CurrentClaim(fsys, clusterDir); return err },
 	"NewHeartbeater": func(fsys volume.FS) error {
 		NewHeartbeater(fsys, clusterDir, Heartbeat{BrokerID: 2, Incarnation: "x"})
 		return nil
@@ -228,6 +231,16 @@ func TestReadOnlyProceduresDoNotMutate(t *testing.T) {
 	mem := memfs.New()
 	ct := newClusterTrial()
 	setupCluster(t, mem, ct)
+	// A chain too: a head and a delta after the base.
+	b, err := crashedBroker(mem, ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, compact := range []bool{true, false} {
+		if err := chainControllerRound(mem, b, chainRounds[i], ct, compact); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, fn := range readOnlyProcedures {
 		ffs := faultfs.New(mem, nil)
 		if err := fn(ffs); err != nil {
