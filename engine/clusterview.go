@@ -20,6 +20,9 @@ type clusterView struct {
 	live        []cluster.LiveBroker
 	controller  int32
 	heartbeats  map[int32]cluster.Heartbeat
+	// reports holds the partition reports of the brokers of this kaas
+	// (report.go), by broker.
+	reports map[int32]*peerReport
 }
 
 // clusterView returns the current view.
@@ -70,7 +73,8 @@ func (v *clusterView) assigned(topicID string) bool {
 	return ok
 }
 
-// liveOpen reports whether live broker b's current heartbeat lists key open.
+// liveOpen reports whether live broker b's current heartbeat lists key
+// open (a broker of an older kaas, which publishes its open partitions).
 func (v *clusterView) liveOpen(b cluster.LiveBroker, key string) bool {
 	hb, ok := v.heartbeats[b.ID]
 	if !ok || hb.Incarnation != b.Incarnation {
@@ -80,33 +84,25 @@ func (v *clusterView) liveOpen(b cluster.LiveBroker, key string) bool {
 	return i < len(hb.Open) && hb.Open[i] == key
 }
 
-// leader returns the broker serving a partition whose assigned owner is o:
-// o's broker while it is live and its heartbeat lists key open, else -1.
-func (v *clusterView) leader(o cluster.PartitionOwner, key string) int32 {
+// leader returns the broker serving a partition (topicID's index) whose
+// assigned owner is o: o's broker while it is live in o's incarnation and
+// serves it, by its partition report (or, of an older kaas, its Open
+// list, where the partition is legacyKey()), else -1.
+func (v *clusterView) leader(o cluster.PartitionOwner, topicID string, index int32, legacyKey func() string) int32 {
 	for _, b := range v.live {
-		if b.ID == o.Broker && (o.Incarnation == "" || o.Incarnation == b.Incarnation) && v.liveOpen(b, key) {
-			return b.ID
-		}
-	}
-	return -1
-}
-
-// listing returns a live broker other than this process whose current
-// heartbeat lists an open key that match accepts, or -1.
-func (v *clusterView) listing(match func(openKey string) bool) int32 {
-	for _, b := range v.live {
-		if b.ID == v.self && b.Incarnation == v.incarnation {
+		if b.ID != o.Broker || (o.Incarnation != "" && o.Incarnation != b.Incarnation) {
 			continue
 		}
-		hb, ok := v.heartbeats[b.ID]
-		if !ok || hb.Incarnation != b.Incarnation {
-			continue
-		}
-		for _, k := range hb.Open {
-			if match(k) {
+		if hb, ok := v.heartbeats[b.ID]; ok && hb.Incarnation == b.Incarnation && hb.Format < cluster.HeartbeatFormat {
+			if v.liveOpen(b, legacyKey()) {
 				return b.ID
 			}
+			return -1
 		}
+		if r := v.reports[b.ID]; r != nil && r.incarnation == b.Incarnation && r.serves(o, topicID, index) {
+			return b.ID
+		}
+		return -1
 	}
 	return -1
 }

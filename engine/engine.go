@@ -184,8 +184,17 @@ type Engine struct {
 	// stampOK holds, by topic name, the topic ID the controller last found
 	// its directory stamped with (reclaim.go: reclaimStale).
 	stampOK sync.Map
-	// ctrl is what the controller keeps between its rounds (controller.go).
-	ctrl controllerState
+	// ctrl is what the controller keeps between its rounds (controller.go);
+	// report, released and routeGen what this broker tells the others of
+	// what it holds (report.go). Only the cluster loop touches the first
+	// three.
+	ctrl     controllerState
+	report   reportState
+	released cluster.AssignmentVersion
+	routeGen atomic.Uint64
+	// dropped holds when the assignment stopped naming a topic ID, as this
+	// broker read it (lifecycle fencing: heldElsewhere).
+	dropped droppedTopics
 	// leaseFrom is 1 + when (observer clock) the last heartbeat that
 	// succeeded began; 0 before the first. See leaseHeld.
 	leaseFrom atomic.Int64
@@ -411,6 +420,7 @@ loop:
 		return errors.Join(serr, err)
 	}
 	e.hb.SetOpen(nil)
+	e.hb.SetReport(cluster.ReportSummary{})
 	if lerr := e.hb.Leave(); lerr != nil {
 		e.log.Error(lerr, "leaving heartbeat failed; the others wait out the lease")
 	}
@@ -666,7 +676,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 	// In flight first, then owned: an open decided on an older assignment
 	// either sees the current one here and stops, or is in flight while
 	// this broker says what it holds (lifecycle fencing must wait for it).
-	defer e.opens.startOpening(key)()
+	defer e.opens.startOpening(key, openRef{spec.ID, index})()
 	if o, mine, _ := e.ownerOf(spec.ID, index); !mine || o.LeaderEpoch != epoch {
 		return reconcile.WaitingOn(fmt.Errorf("partition %s/%d is not assigned here at leader epoch %d any more: not opening it", spec.Name, index, epoch))
 	}
@@ -831,6 +841,7 @@ func (e *Engine) closeAll() error {
 // partitions appearing or going, waits for serving or deleted topics).
 // New data wakes only the fetches watching its partition (Partition.Watch).
 func (e *Engine) broadcast() {
+	e.routeGen.Add(1)
 	next := make(chan struct{})
 	close(*e.changes.Swap(&next)) // each channel is swapped out, and closed, once
 }
@@ -864,7 +875,7 @@ func (e *Engine) view(t routedTopic) TopicView {
 			if p != nil && p.Epoch() == o.LeaderEpoch {
 				v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
 			}
-		case cv.leader(o, openKey(t.spec.Name, int32(i), t.spec.ID)) >= 0:
+		case cv.leader(o, t.spec.ID, int32(i), func() string { return openKey(t.spec.Name, int32(i), t.spec.ID) }) >= 0:
 			v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
 		}
 	}

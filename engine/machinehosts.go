@@ -129,8 +129,8 @@ func (h topicDeleteHost) Release(ctx context.Context) error {
 	if e.assigned(spec.ID) {
 		return reconcile.WaitingOn(fmt.Errorf("release %s: the assignment read still names topic ID %s", spec.Name, spec.ID))
 	}
-	if b := e.openElsewhere(spec.Name, spec.ID, spec.Partitions); b >= 0 {
-		return reconcile.WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions open", spec.Name, b))
+	if b := e.heldElsewhere(spec.Name, spec.ID); b >= 0 {
+		return reconcile.WaitingOn(fmt.Errorf("release %s: broker %d may still hold partitions open (it has not released the assignment that dropped the topic)", spec.Name, b))
 	}
 	for p := int32(0); p < spec.Partitions; p++ {
 		if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p)); err != nil {
@@ -142,7 +142,11 @@ func (h topicDeleteHost) Release(ctx context.Context) error {
 }
 
 func (h topicDeleteHost) Forget(ctx context.Context) error {
-	return desired.RemoveTopicSpec(h.e.fsys, h.e.cfg.ClusterDir, h.spec.Name, h.spec.ID)
+	if err := desired.RemoveTopicSpec(h.e.fsys, h.e.cfg.ClusterDir, h.spec.Name, h.spec.ID); err != nil {
+		return err
+	}
+	h.e.forgetDropped(h.spec.ID)
+	return nil
 }
 
 // reclaimHost does the engine's step of reclaiming the directory of spec's
@@ -170,7 +174,7 @@ func (h reclaimHost) Release(ctx context.Context) error {
 	if e.assigned(oldID) {
 		return reconcile.WaitingOn(fmt.Errorf("release %s: the assignment read still names the old topic ID %s", spec.Name, oldID))
 	}
-	if b := e.openAnywhere(spec.Name, oldID); b >= 0 {
+	if b := e.heldElsewhere(spec.Name, oldID); b >= 0 {
 		return reconcile.WaitingOn(fmt.Errorf("release %s: broker %d still holds partitions of the old topic ID %s open", spec.Name, b, oldID))
 	}
 	return nil

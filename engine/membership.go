@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/cluster"
@@ -104,8 +103,17 @@ func (e *Engine) readAssignmentThen(read func()) (changed, ok bool) {
 // clusterRound runs one membership round and reports whether the live
 // brokers or the controller changed.
 func (e *Engine) clusterRound(ctx context.Context) bool {
-	e.hb.SetOpen(e.openList())
-	e.hb.SetReopen(e.reopenList())
+	cv := e.clusterView()
+	e.updateReport()
+	e.hb.SetReleased(e.releasedUpTo(cv))
+	if e.legacyPeers(cv.live) {
+		// A broker of an older kaas reads only these.
+		e.hb.SetOpen(e.openList())
+		e.hb.SetReopen(e.opens.legacyReopenList())
+	} else {
+		e.hb.SetOpen(nil)
+		e.hb.SetReopen(nil)
+	}
 	e.pollStores()
 	beatAt := e.obs.Now()
 	beatErr := e.hb.Beat()
@@ -135,14 +143,16 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 	}
 	// Keep the latest heartbeat of each broker (a stale listing may omit
 	// one this round; its last one still describes it). A change in what
-	// another broker holds open changes topic views too (a partition now
+	// another broker serves changes topic views too (a partition now
 	// served there): waiters such as CreateTopics look again.
+	heartbeats := cv.withHeartbeats(byID)
+	reports, reportsChanged := e.readReports(cv.reports, heartbeats)
 	prev := e.updateClusterView(func(v *clusterView) {
 		v.live, v.controller = live, st.Controller
-		v.heartbeats = v.withHeartbeats(byID)
+		v.heartbeats, v.reports = heartbeats, reports
 	})
 	changedMembers := !reflect.DeepEqual(prev.live, live) || prev.controller != st.Controller
-	openChanged := false
+	openChanged := reportsChanged
 	for id, hb := range byID {
 		openChanged = openChanged || !slices.Equal(prev.heartbeats[id].Open, hb.Open)
 	}
@@ -167,8 +177,8 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 	return changedMembers
 }
 
-// reopenAsks collects the new leader epochs that live brokers ask for in
-// their current incarnation's heartbeats (entries "name/index@topicID#epoch").
+// reopenAsks collects the new leader epochs that live brokers ask for:
+// in their partition reports, or an older kaas's in its heartbeat.
 func (e *Engine) reopenAsks(live []cluster.LiveBroker) []reopenAsk {
 	var asks []reopenAsk
 	cv := e.clusterView()
@@ -177,22 +187,19 @@ func (e *Engine) reopenAsks(live []cluster.LiveBroker) []reopenAsk {
 		if !ok || hb.Incarnation != b.Incarnation {
 			continue
 		}
-		for _, r := range hb.Reopen {
-			key, es, ok := strings.Cut(r, "#")
-			at := strings.LastIndexByte(key, '@')
-			slash := strings.LastIndexByte(key, '/')
-			if !ok || at < 0 || slash < 0 || slash > at {
-				continue
+		var from []cluster.EpochAsk
+		if hb.Format < cluster.HeartbeatFormat {
+			for _, r := range hb.Reopen {
+				if a, ok := parseLegacyReopen(r); ok {
+					from = append(from, a)
+				}
 			}
-			epoch, err1 := strconv.ParseInt(es, 10, 32)
-			index, err2 := strconv.ParseInt(key[slash+1:at], 10, 32)
-			if err1 != nil || err2 != nil {
-				continue
-			}
-			asks = append(asks, reopenAsk{
-				Broker: b.ID, Incarnation: b.Incarnation,
-				Partition: partitionRef{key[at+1:], int32(index)}, Epoch: int32(epoch),
-			})
+		} else if r := cv.reports[b.ID]; r != nil && r.incarnation == b.Incarnation {
+			from = r.asks
+		}
+		for _, a := range from {
+			asks = append(asks, reopenAsk{Broker: b.ID, Incarnation: b.Incarnation,
+				Partition: partitionRef{a.TopicID, a.Partition}, Epoch: a.Epoch})
 		}
 	}
 	return asks
@@ -212,6 +219,7 @@ func controllerEpochOf(a *cluster.Assignment) int32 {
 func (e *Engine) applyAssignment(up cluster.AssignmentUpdate) bool {
 	a := up.Assignment
 	prev := e.updateClusterView(func(v *clusterView) { v.assign = a }).assign
+	e.dropped.note(prev, a)
 	changedIDs, shards := up.Changed, up.Coordinators
 	if up.Full || prev == nil {
 		changedIDs, shards = changedTopics(prev, a)
@@ -272,21 +280,12 @@ func (e *Engine) ownerOf(topicID string, index int32) (o cluster.PartitionOwner,
 	return e.clusterView().owner(topicID, index)
 }
 
-// reopenList lists this broker's reopen requests that the assignment has
-// not answered yet, sorted, and forgets the answered ones.
-func (e *Engine) reopenList() []string {
-	cv := e.clusterView()
-	return e.opens.reopenList(func(r reopenRequest) bool {
-		o, mine, ok := cv.owner(r.topicID, r.index)
-		return ok && (!mine || o.LeaderEpoch != r.epoch)
-	})
-}
-
 // assigned reports whether the assignment last read names the topic ID.
 func (e *Engine) assigned(topicID string) bool { return e.clusterView().assigned(topicID) }
 
 // openList lists the partitions this broker holds open or is opening,
-// sorted.
+// sorted, as an older kaas's heartbeat lists them (published only while
+// one is live: report.go replaces it).
 func (e *Engine) openList() []string {
 	out := e.opens.openingKeys()
 	for _, sp := range e.routes.served() {
@@ -295,22 +294,6 @@ func (e *Engine) openList() []string {
 	out = append(out, e.shardOpenList()...)
 	sort.Strings(out)
 	return slices.Compact(out)
-}
-
-// openElsewhere returns a live broker other than this one that still lists
-// a partition of the topic incarnation as open, or -1.
-func (e *Engine) openElsewhere(name, id string, partitions int32) int32 {
-	want := map[string]bool{}
-	for p := range partitions {
-		want[openKey(name, p, id)] = true
-	}
-	return e.brokerListing(func(k string) bool { return want[k] })
-}
-
-// brokerListing returns a live broker other than this process whose
-// current heartbeat lists an open key that match accepts, or -1.
-func (e *Engine) brokerListing(match func(openKey string) bool) int32 {
-	return e.clusterView().listing(match)
 }
 
 // Brokers returns the live brokers, sorted by ID, at their inter-broker

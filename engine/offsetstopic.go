@@ -43,7 +43,7 @@ func (e *Engine) OffsetsTopicView() TopicView {
 			if shards[i] != nil && shards[i].epoch == o.LeaderEpoch && shards[i].store.Err() == nil {
 				v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
 			}
-		case cv.leader(o, shardKey(i)) >= 0:
+		case cv.leader(o, GroupsTopicID, i, func() string { return shardKey(i) }) >= 0:
 			v.Epochs[i], v.Leaders[i] = o.LeaderEpoch, o.Broker
 		}
 	}

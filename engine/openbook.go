@@ -21,13 +21,22 @@ type openBook struct {
 	// of its own open).
 	fenced map[string]int32
 	reopen map[string]reopenRequest
-	// opening holds the opens in flight: the heartbeat lists them as open
-	// already, so the controller does not release (and rename away) a
-	// topic under an open that has begun.
-	opening map[string]bool
+	// opening holds the opens in flight: they hold the released version
+	// back (report.go), so the controller does not release (and rename
+	// away) a topic under an open that has begun.
+	opening map[string]openRef
 	// failed holds why an open assigned here is not served (its last open
 	// failed); partitionbudget.go.
 	failed map[string]openFailure
+	// gen grows with every change of failed or reopen: the partition
+	// report is rebuilt when it moved.
+	gen uint64
+}
+
+// openRef names the partition (or shard, under GroupsTopicID) of an open.
+type openRef struct {
+	topicID string
+	index   int32
 }
 
 type reopenRequest struct {
@@ -44,7 +53,7 @@ type openFailure struct {
 
 func newOpenBook() *openBook {
 	return &openBook{fenced: map[string]int32{}, reopen: map[string]reopenRequest{},
-		opening: map[string]bool{}, failed: map[string]openFailure{}}
+		opening: map[string]openRef{}, failed: map[string]openFailure{}}
 }
 
 // fencedAt is the epoch this process last wrote into key's fence (0: none).
@@ -65,6 +74,15 @@ func (b *openBook) askReopen(key string, r reopenRequest) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.reopen[key] = r
+	b.gen++
+}
+
+// generation grows with every change of what the partition report says
+// of the book (failures, reopen requests).
+func (b *openBook) generation() uint64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.gen
 }
 
 func (b *openBook) pendingReopen(key string) (reopenRequest, bool) {
@@ -74,27 +92,41 @@ func (b *openBook) pendingReopen(key string) (reopenRequest, bool) {
 	return r, ok
 }
 
-// reopenList lists the reopen requests as heartbeat entries
-// ("key#epoch"), sorted, after forgetting those answered says are answered.
-func (b *openBook) reopenList(answered func(reopenRequest) bool) []string {
+// pendingReopens lists the reopen requests, after forgetting those
+// answered says are answered.
+func (b *openBook) pendingReopens(answered func(reopenRequest) bool) []reopenRequest {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []string
+	var out []reopenRequest
 	for k, r := range b.reopen {
 		if answered(r) {
 			delete(b.reopen, k)
+			b.gen++
 			continue
 		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// legacyReopenList lists the reopen requests as an older kaas's heartbeat
+// entries ("key#epoch"), sorted.
+func (b *openBook) legacyReopenList() []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]string, 0, len(b.reopen))
+	for k, r := range b.reopen {
 		out = append(out, k+"#"+strconv.Itoa(int(r.epoch)))
 	}
 	sort.Strings(out)
 	return out
 }
 
-// startOpening marks an open of key in flight until the returned func runs.
-func (b *openBook) startOpening(key string) (done func()) {
+// startOpening marks an open of key (ref's partition) in flight until the
+// returned func runs.
+func (b *openBook) startOpening(key string, ref openRef) (done func()) {
 	b.mu.Lock()
-	b.opening[key] = true
+	b.opening[key] = ref
 	b.mu.Unlock()
 	return func() {
 		b.mu.Lock()
@@ -114,6 +146,17 @@ func (b *openBook) openingKeys() []string {
 	return out
 }
 
+// openingRefs lists the partitions of the opens in flight.
+func (b *openBook) openingRefs() []openRef {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]openRef, 0, len(b.opening))
+	for _, r := range b.opening {
+		out = append(out, r)
+	}
+	return out
+}
+
 // noteOpen records the outcome of an open (nil: served, or released).
 func (b *openBook) noteOpen(key string, err error) {
 	if err == nil {
@@ -128,6 +171,7 @@ func (b *openBook) noteOpen(key string, err error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.gen++
 	if err == nil {
 		delete(b.failed, key)
 		return
@@ -153,6 +197,7 @@ func (b *openBook) forgetFailures(name, id string) {
 	for k := range b.failed {
 		if strings.HasPrefix(k, prefix) && (id == "" || strings.HasSuffix(k, suffix)) {
 			delete(b.failed, k)
+			b.gen++
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/desired"
@@ -94,15 +93,9 @@ func (e *Engine) driveReclaim(ctx context.Context, spec desired.TopicSpec, rec *
 	if err := e.drive(ctx, states.DirectoryReclaim, rec, acts); err != nil {
 		return err
 	}
+	e.forgetDropped(oldID)
 	e.passLog(ctx).Info("topic directory reclaimed", "topic", spec.Name, "oldTopicID", oldID, "topicID", spec.ID)
 	return nil
-}
-
-// openAnywhere returns a live broker (other than this process) whose
-// heartbeat lists a partition of incarnation id of topic name open, or -1.
-func (e *Engine) openAnywhere(name, id string) int32 {
-	prefix, suffix := name+"/", "@"+id
-	return e.brokerListing(func(k string) bool { return strings.HasPrefix(k, prefix) && strings.HasSuffix(k, suffix) })
 }
 
 // sweepTrash is the controller's sweep of <data>/trash, at start-up, at

@@ -108,10 +108,19 @@ func brokerRows(src source, window time.Duration, now func() time.Time, wait fun
 			state = "live"
 		}
 		rows = append(rows, brokerRow{ID: id, State: state, Controller: haveClaim && claim.BrokerID == id,
-			KafkaAddr: hb.KafkaAddr, AdminAddr: hb.AdminAddr, Zone: hb.Zone, Owned: owned[id], Open: len(hb.Open)})
+			KafkaAddr: hb.KafkaAddr, AdminAddr: hb.AdminAddr, Zone: hb.Zone, Owned: owned[id], Open: serving(hb)})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
 	return rows, claim.Epoch, nil
+}
+
+// serving is how many partitions a broker says it serves: its report's
+// count, or an older kaas's open list.
+func serving(hb cluster.Heartbeat) int {
+	if hb.Format < cluster.HeartbeatFormat {
+		return len(hb.Open)
+	}
+	return int(hb.Report.Serving)
 }
 
 func brokersTable(out io.Writer, rows []brokerRow, controllerEpoch int32) error {

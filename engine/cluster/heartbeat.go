@@ -42,15 +42,23 @@ type Heartbeat struct {
 	// treat it as not live at once, so the controller reassigns its
 	// partitions without waiting out the lease.
 	Leaving bool `json:"leaving,omitempty"`
-	// Open lists the partitions this broker holds open, sorted, each as
-	// "<topic>/<partition>@<topicID>". The controller completes a topic's
-	// delete only when no live broker lists any of its partitions
-	// (lifecycle fencing, docs/design.md §5).
-	Open []string `json:"open,omitempty"`
-	// Reopen lists partitions whose log failed for good (an fsync error)
-	// while this broker owned them, each as
-	// "<topic>/<partition>@<topicID>#<leaderEpoch>": the controller gives
-	// each a new leader epoch, so the reopened log starts a new epoch.
+	// Released is the assignment version whose releases this broker has
+	// completed: it holds no partition, and has no open in flight of one,
+	// that this version (or a later one it read) does not assign to it.
+	// The controller completes a topic's delete only when every other live
+	// broker has released the version that no longer names the topic
+	// (lifecycle fencing, docs/design.md §5). Zero before the first.
+	Released AssignmentVersion `json:"released"`
+	// Report summarises the broker's partition report (report.go): the
+	// partitions it is assigned and does not serve, and its reopen
+	// requests, which others read only when the summary changed.
+	Report ReportSummary `json:"report"`
+	// Open and Reopen are what an older kaas published instead: every
+	// partition it holds open, as "<topic>/<partition>@<topicID>", and its
+	// reopen requests, as "...#<leaderEpoch>". They are read from the
+	// heartbeats of an older kaas, and written only while one is live
+	// (format 1, for it to read).
+	Open   []string `json:"open,omitempty"`
 	Reopen []string `json:"reopen,omitempty"`
 	// MaxPartitions is how many partitions this broker can hold open (its
 	// --max-partitions-per-broker budget), 0 if it has none: the admin
@@ -266,6 +274,22 @@ func (h *Heartbeater) SetReopen(reopen []string) {
 	h.hb.Reopen = reopen
 }
 
+// SetReleased sets the released assignment version the next beats
+// publish.
+func (h *Heartbeater) SetReleased(v AssignmentVersion) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hb.Released = v
+}
+
+// SetReport sets the partition report summary the next beats publish (of
+// a report already written).
+func (h *Heartbeater) SetReport(s ReportSummary) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hb.Report = s
+}
+
 // SetVersion sets the version token of store the next beats publish.
 func (h *Heartbeater) SetVersion(store, token string) {
 	h.mu.Lock()
@@ -324,17 +348,19 @@ func (h *Heartbeater) checkOwnLocked() error {
 	return h.supplanted
 }
 
-// sweepTemps removes this broker's leftover heartbeat temp files. Only this
-// broker writes its heartbeat, so only it may remove them.
+// sweepTemps removes this broker's leftover heartbeat and partition
+// report temp files. Only this broker writes them, so only it may remove
+// them.
 func (h *Heartbeater) sweepTemps() {
 	dir := path.Join(h.clusterDir, BrokersDir)
 	ents, err := h.fsys.ReadDir(dir)
 	if err != nil {
 		return
 	}
-	base := path.Base(HeartbeatPath(h.clusterDir, h.hb.BrokerID))
+	beat := path.Base(HeartbeatPath(h.clusterDir, h.hb.BrokerID))
+	report := path.Base(ReportPath(h.clusterDir, h.hb.BrokerID))
 	for _, e := range ents {
-		if volume.IsTempNameOf(e.Name(), base) {
+		if volume.IsTempNameOf(e.Name(), beat) || volume.IsTempNameOf(e.Name(), report) {
 			_ = h.fsys.Remove(path.Join(dir, e.Name()))
 		}
 	}

@@ -39,6 +39,7 @@ var clusterProcedures = []clusterProcedure{
 	controllerClaimProcedure("controller-first-claim", true),
 	assignmentWriteProcedure(),
 	assignmentChainProcedure(),
+	reportProcedure(),
 	crossHostCheckProcedure("cross-host-check-first", false),
 	crossHostCheckProcedure("cross-host-check-restart", true),
 	probeRespondProcedure(),

@@ -35,9 +35,18 @@ var readOnlyProcedures = map[string]func(fsys volume.FS) error{
 	"Heartbeater.SetOpen":      func(fsys volume.FS) error { heartbeater(fsys).SetOpen([]string{"t/0@id"}); return nil },
 	"Heartbeater.SetWallClock": func(fsys volume.FS) error { heartbeater(fsys).SetWallClock(time.Now); return nil },
 	"Heartbeater.SetReopen":    func(fsys volume.FS) error { heartbeater(fsys).SetReopen([]string{"t/0@id#1"}); return nil },
-	"Heartbeater.SetVersion":   func(fsys volume.FS) error { heartbeater(fsys).SetVersion("acls", "tok"); return nil },
-	"Heartbeater.Last":         func(fsys volume.FS) error { heartbeater(fsys).Last(); return nil },
-	"Heartbeater.Replaces":     func(fsys volume.FS) error { heartbeater(fsys).Replaces("old"); return nil },
+	"Heartbeater.SetReleased": func(fsys volume.FS) error {
+		heartbeater(fsys).SetReleased(AssignmentVersion{ControllerEpoch: 1, Version: 2})
+		return nil
+	},
+	"Heartbeater.SetReport": func(fsys volume.FS) error { heartbeater(fsys).SetReport(ReportSummary{Seq: 1}); return nil },
+	"ReadPartitionReport": func(fsys volume.FS) error {
+		_, err := ReadPartitionReport(fsys, clusterDir, 2)
+		return err
+	},
+	"Heartbeater.SetVersion": func(fsys volume.FS) error { heartbeater(fsys).SetVersion("acls", "tok"); return nil },
+	"Heartbeater.Last":       func(fsys volume.FS) error { heartbeater(fsys).Last(); return nil },
+	"Heartbeater.Replaces":   func(fsys volume.FS) error { heartbeater(fsys).Replaces("old"); return nil },
 	"ReadHeartbeat": func(fsys volume.FS) error {
 		_, err := ReadHeartbeat(fsys, clusterDir, 1)
 		return err
@@ -240,6 +249,9 @@ func TestReadOnlyProceduresDoNotMutate(t *testing.T) {
 		if err := chainControllerRound(mem, b, chainRounds[i], ct, compact); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := WritePartitionReport(mem, clusterDir, PartitionReport{BrokerID: 2, Incarnation: "b1", Seq: 1}); err != nil {
+		t.Fatal(err)
 	}
 	for name, fn := range readOnlyProcedures {
 		ffs := faultfs.New(mem, nil)
