@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -57,14 +58,17 @@ const (
 	entryBytes = 14
 )
 
-// controllerRound computes and commits the next assignment. It skips the
-// round when the desired state cannot be listed completely: a topic left
-// out would be released and its epochs forgotten.
-func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
-	specs, err := desired.ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
-	if err != nil {
-		return fmt.Errorf("list desired topics: %w", err)
-	}
+// hurryAfterChange is how long the cluster loop runs fast rounds after a
+// change of the desired state: the controller plans it, the owners read
+// the assignment and open, and they say so, each within a fifth of an
+// interval.
+const hurryAfterChange = 3 * time.Second
+
+// controllerRound computes and commits the next assignment from specs, the
+// complete desired state (the caller skips the round when it could not be
+// listed: a topic left out would be released and its epochs forgotten).
+func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32, specs []desired.TopicSpec) error {
+	var err error
 	onDisk, head := e.observeAssignment(epoch)
 	c := &e.ctrl
 	base, rewrite, stop := assignmentBase(onDisk, c.written, epoch)
@@ -74,10 +78,6 @@ func (e *Engine) controllerRound(live []cluster.LiveBroker, epoch int32) error {
 	if rewrite {
 		e.log.Info("assignment is not this controller's last write; rewriting it",
 			"controllerEpoch", epoch, "found", controllerEpochOf(onDisk))
-	}
-	stale := topicsToReconcile(specs, e.routes.spec)
-	for _, name := range stale {
-		defer e.queue.Add(topicKey(name))
 	}
 	asks := e.reopenAsks(live)
 	legacy := e.legacyPeers(live)

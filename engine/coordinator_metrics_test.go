@@ -27,7 +27,12 @@ func TestCoordinatorMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, ctx, "coordinator shards open", func() error {
-		_, err := e.GroupCoordinator("g1")
+		for _, g := range []string{"g1", "g2", "g3"} {
+			if _, err := e.GroupCoordinator(g); err != nil {
+				return err
+			}
+		}
+		_, err := e.TxnCoordinator("tx")
 		return err
 	})
 	for group, offset := range map[string]int64{"g1": 2, "g2": 5, "g3": 1} {

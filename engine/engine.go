@@ -195,6 +195,12 @@ type Engine struct {
 	// dropped holds when the assignment stopped naming a topic ID, as this
 	// broker read it (lifecycle fencing: heldElsewhere).
 	dropped droppedTopics
+	// catalog is the desired state as last listed (catalog.go).
+	catalog catalogState
+	// kick runs a cluster round at once; hurryUntil (observer clock) keeps
+	// the rounds fast until then (membership.go).
+	kick       chan struct{}
+	hurryUntil atomic.Int64
 	// leaseFrom is 1 + when (observer clock) the last heartbeat that
 	// succeeded began; 0 before the first. See leaseHeld.
 	leaseFrom atomic.Int64
@@ -280,6 +286,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		reconciles:  newReconcileCounts(),
 		txnEnds:     &txns.Counts{},
 		ctrl:        controllerState{compactBelow: cfg.AssignmentCompactBelow},
+		kick:        make(chan struct{}, 1),
 	}
 	if !cfg.DisableMetrics {
 		e.rounds = datametrics.NewSyncRounds()
@@ -434,10 +441,13 @@ func (e *Engine) resync() { e.enqueueAll(e.queue.Resync) }
 // enqueueAll adds, with add, every key: the groups, the trash, and every
 // topic desired or held.
 func (e *Engine) enqueueAll(add func(Key)) {
-	specs, err := desired.ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
-	if err != nil {
-		e.log.Error(err, "resync: list desired topics")
-		return
+	specs := e.listedSpecs()
+	if specs == nil {
+		var err error
+		if specs, err = desired.ListTopicSpecs(e.fsys, e.cfg.ClusterDir); err != nil {
+			e.log.Error(err, "resync: list desired topics")
+			return
+		}
 	}
 	add(groupsKey)
 	add(trashKey)
@@ -521,6 +531,10 @@ func (e *Engine) reconcileTopic(ctx context.Context, name string) error {
 		})
 	}
 	_ = g.Wait()
+	if prepared {
+		// Opens ran: tell the others at once what this broker serves now.
+		e.kickCluster()
+	}
 	err = errors.Join(errs...)
 	if errors.Is(err, states.ErrStampMismatch) {
 		// Check the stamp again at the next pass (soon: the error backs
@@ -1018,6 +1032,8 @@ func (e *Engine) CreateTopic(req CreateTopicRequest) (desired.TopicSpec, error) 
 		return spec, err
 	}
 	e.queue.Add(topicKey(spec.Name))
+	e.hurryFor(hurryAfterChange)
+	e.kickCluster()
 	return spec, nil
 }
 
@@ -1083,6 +1099,7 @@ func (e *Engine) DeleteTopic(name string) (desired.TopicSpec, error) {
 // leader (on any broker), or ctx ends.
 func (e *Engine) WaitServing(ctx context.Context, name string) bool {
 	for {
+		e.hurryFor(time.Second) // the owners' reports, read at once
 		ch := e.Changed()
 		if v, ok := e.Topic(name); ok {
 			all := true

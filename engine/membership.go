@@ -39,6 +39,12 @@ func openKey(name string, index int32, topicID string) string {
 // owner starts its takeover as soon as the controller has written it rather
 // than up to an interval later. That is where failover time goes besides
 // the lease.
+//
+// While the cluster is busy (a topic just created, a change of the
+// desired state, a request waiting for partitions to serve: hurry), every
+// round runs every fifth of an interval, and a kick runs one at once (an
+// open batch finished): the answer to a CreateTopics then waits for the
+// volume, not for the interval.
 func (e *Engine) clusterLoop(ctx context.Context) {
 	t := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -49,23 +55,50 @@ func (e *Engine) clusterLoop(ctx context.Context) {
 	for {
 		changed := e.clusterRound(ctx)
 		probes.round(ctx)
+	wait:
 		for watching := changed; ; {
 			var fastC <-chan time.Time
-			if watching {
+			if watching || e.hurrying() {
 				fastC = fast.C
 			}
 			select {
 			case <-ctx.Done():
 				return
+			case <-e.kick:
+				break wait
 			case <-fastC:
+				if e.hurrying() {
+					break wait
+				}
 				if changed, _ := e.readAssignment(); changed {
 					watching = false
 				}
-				continue
 			case <-t.C:
+				break wait
 			}
-			break
 		}
+	}
+}
+
+// hurryFor keeps the cluster loop in fast rounds for d.
+func (e *Engine) hurryFor(d time.Duration) {
+	until := int64(e.obs.Now() + d)
+	for {
+		cur := e.hurryUntil.Load()
+		if cur >= until || e.hurryUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+func (e *Engine) hurrying() bool { return int64(e.obs.Now()) < e.hurryUntil.Load() }
+
+// kickCluster runs a cluster round at once (or right after the one
+// running).
+func (e *Engine) kickCluster() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -160,8 +193,20 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 		e.broadcast()
 	}
 
-	if st.IsController {
-		if err := e.controllerRound(live, st.Epoch); err != nil && ctx.Err() == nil {
+	specs, specsChanged, specsErr := e.desiredSpecs(e.legacyPeers(live))
+	if specsErr != nil {
+		e.log.Error(specsErr, "list desired topics")
+	}
+	if specsChanged {
+		// Topics created, changed or deleted elsewhere (by another
+		// broker, or by the operator writing the desired state).
+		for _, name := range topicsToReconcile(specs, e.routes.spec) {
+			e.queue.Add(topicKey(name))
+		}
+		e.hurryFor(hurryAfterChange)
+	}
+	if st.IsController && specsErr == nil {
+		if err := e.controllerRound(live, st.Epoch, specs); err != nil && ctx.Err() == nil {
 			e.log.Error(err, "controller round failed; retrying next round")
 		}
 	}

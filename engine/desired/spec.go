@@ -40,7 +40,7 @@ func SpecPath(clusterDir, name string) string {
 	return path.Join(clusterDir, SpecsDir, name+".json")
 }
 
-// WriteTopicSpec stores a spec atomically.
+// WriteTopicSpec stores a spec atomically, then bumps the version.
 func WriteTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
 	b, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
@@ -49,7 +49,7 @@ func WriteTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
 	if err := volume.WriteFileAtomic(fsys, SpecPath(clusterDir, spec.Name), b); err != nil {
 		return fmt.Errorf("write desired topic %s: %w", spec.Name, err)
 	}
-	return nil
+	return BumpVersion(fsys, clusterDir)
 }
 
 // CreateTopicSpec stores the spec of a new topic by exclusive create: if
@@ -63,7 +63,7 @@ func CreateTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
 	if err := volume.CreateExclusiveFile(fsys, SpecPath(clusterDir, spec.Name), b); err != nil {
 		return fmt.Errorf("create desired topic %s: %w", spec.Name, err)
 	}
-	return nil
+	return BumpVersion(fsys, clusterDir)
 }
 
 // ReadTopicSpec reads one spec; absent is fs.ErrNotExist.
@@ -74,10 +74,15 @@ func ReadTopicSpec(fsys volume.FS, clusterDir, name string) (TopicSpec, error) {
 	}
 	var s TopicSpec
 	if err := json.Unmarshal(b, &s); err != nil {
-		return TopicSpec{}, fmt.Errorf("decode desired topic %s: %w", name, err)
+		return TopicSpec{}, fmt.Errorf("decode desired topic %s: %w: %w", name, ErrTornSpec, err)
 	}
 	return s, nil
 }
+
+// ErrTornSpec is a spec file that does not parse: the exclusive create of
+// a topic whose creator crashed before its data was synced. It is no
+// desired state: listings leave it out.
+var ErrTornSpec = errors.New("torn desired-state file")
 
 // RemoveTopicSpec removes a spec if it still names topicID.
 func RemoveTopicSpec(fsys volume.FS, clusterDir, name, topicID string) error {
@@ -95,7 +100,10 @@ func RemoveTopicSpec(fsys volume.FS, clusterDir, name, topicID string) error {
 	if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove desired topic %s: %w", name, err)
 	}
-	return fsys.SyncDir(path.Dir(p))
+	if err := fsys.SyncDir(path.Dir(p)); err != nil {
+		return err
+	}
+	return BumpVersion(fsys, clusterDir)
 }
 
 // ListTopicSpecs reads every spec, sorted by name.
@@ -115,7 +123,7 @@ func ListTopicSpecs(fsys volume.FS, clusterDir string) ([]TopicSpec, error) {
 			continue
 		}
 		s, err := ReadTopicSpec(fsys, clusterDir, strings.TrimSuffix(n, ".json"))
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrTornSpec) {
 			continue
 		}
 		if err != nil {
