@@ -229,7 +229,11 @@ type brokerWait struct {
 	Complete bool    `json:"complete"`
 	Seconds  float64 `json:"seconds"`
 	Served   int     `json:"served"` // in its last Metadata answer
+	Polls    int     `json:"polls"`  // Metadata requests sent to it
 	Error    string  `json:"error,omitempty"`
+	// CPUPercent is its CPU over the wait (with a pid), the polls' share
+	// included.
+	CPUPercent *float64 `json:"cpu_percent,omitempty"`
 }
 
 // brokerSample is what was read of one broker at one moment; a nil field
@@ -349,9 +353,12 @@ func waitLeaders(ctx context.Context, bs []*scaleBroker, topics map[string]bool,
 	for i, b := range bs {
 		wg.Go(func() {
 			w := brokerWait{ID: b.ID}
+			cpu0, cpuOK := brokerCPU(b.PID)
+			t0 := time.Now()
 			nextLog := start.Add(10 * time.Second)
 			for {
 				resp, err := b.metadata(ctx)
+				w.Polls++
 				if err == nil {
 					w.Served, _ = countLeaders(resp, topics, ok)
 					w.Error = ""
@@ -372,6 +379,9 @@ func waitLeaders(ctx context.Context, bs []*scaleBroker, topics map[string]bool,
 				}
 			}
 			w.Seconds = time.Since(start).Seconds()
+			if cpu1, ok := brokerCPU(b.PID); ok && cpuOK && w.Seconds > 0 {
+				w.CPUPercent = new(100 * (cpu1 - cpu0).Seconds() / time.Since(t0).Seconds())
+			}
 			per[i] = w
 		})
 	}

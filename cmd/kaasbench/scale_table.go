@@ -274,6 +274,18 @@ func scaleStepsTable(kaas, kfake *scaleResult) table {
 		{"every leader in each broker's Metadata after (s)", func(r *scaleResult) string {
 			return valOr(r.Create, func(c *createResult) string { return fmtWait(c.Leaders) })
 		}},
+		{"  Metadata polls sent to each broker meanwhile", func(r *scaleResult) string {
+			return valOr(r.Create, func(c *createResult) string {
+				return perWait(c.Leaders, func(b brokerWait) (string, bool) { return fmtCount(b.Polls), true })
+			})
+		}},
+		{"  each broker's CPU % meanwhile (polls included)", func(r *scaleResult) string {
+			return valOr(r.Create, func(c *createResult) string {
+				return perWait(c.Leaders, func(b brokerWait) (string, bool) {
+					return fmtPtr(b.CPUPercent, func(v float64) string { return fmt.Sprintf("%.0f", v) })
+				})
+			})
+		}},
 		{"produce to every partition: acked / failed", func(r *scaleResult) string { return fmtRound(r.Produce) }},
 		{"produce to every partition took (s)", func(r *scaleResult) string {
 			return valOr(r.Produce, func(p *produceRound) string { return secs(p.Seconds) })
@@ -339,6 +351,17 @@ func fmtWait(w leaderWait) string {
 		per = append(per, fmt.Sprintf("%d: %.2f", b.ID, b.Seconds))
 	}
 	return fmt.Sprintf("%.2f (%s)", w.Seconds, strings.Join(per, ", "))
+}
+
+// perWait is "id: value, ..." over the brokers of w that have a value.
+func perWait(w leaderWait, get func(brokerWait) (string, bool)) string {
+	var parts []string
+	for _, b := range w.PerBroker {
+		if v, ok := get(b); ok {
+			parts = append(parts, fmt.Sprintf("%d: %s", b.ID, v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func fmtRound(p *produceRound) string {

@@ -316,7 +316,7 @@ func scaleResultFixture() (scaleConfig, *scaleResult, *scaleResult) {
 	}
 	kaas := &scaleResult{Name: "kaas", Brokers: 3, Partitions: 10_000,
 		Create: &createResult{AnswerSeconds: 55.61, Leaders: leaderWait{Complete: true, Seconds: 56.2, Served: 10_000,
-			PerBroker: []brokerWait{{ID: 1, Complete: true, Seconds: 56.2}, {ID: 2, Complete: true, Seconds: 55.9}}}},
+			PerBroker: []brokerWait{{ID: 1, Complete: true, Seconds: 56.2, Polls: 1500, CPUPercent: new(61.4)}, {ID: 2, Complete: true, Seconds: 55.9, Polls: 1490}}}},
 		Idle: &idleResult{Seconds: 30, AssignmentBytes: new(int64(825_000)), Brokers: []brokerSample{
 			b(1, 3334, 8.04, 178_000, 13_400), b(2, 3333, 12.96, 178_100, 13_300), {ID: 3, Addr: "127.0.0.1:9094", Owned: 3333}}},
 		Metadata: &metadataResult{Requests: 50, Latency: latencySummary{Count: 50, P50Ms: 41.25, P99Ms: 90.5, MaxMs: 91}},
@@ -426,6 +426,8 @@ func TestBrokerAndStepsTables(t *testing.T) {
 	wantLabels := []string{
 		"CreateTopics answered after (s)",
 		"every leader in each broker's Metadata after (s)",
+		"  Metadata polls sent to each broker meanwhile",
+		"  each broker's CPU % meanwhile (polls included)",
 		"produce to every partition: acked / failed",
 		"produce to every partition took (s)",
 		"Metadata for all: requests / errors",
@@ -441,7 +443,13 @@ func TestBrokerAndStepsTables(t *testing.T) {
 	if r := steps.rows[1]; r[1] != "56.20 (1: 56.20, 2: 55.90)" || r[2] != "0.25" {
 		t.Fatalf("leaders row %q", r)
 	}
-	if r := steps.rows[6]; r[1] != "incomplete after 120.0 (fewest served 9,274)" {
+	if r := steps.rows[2]; r[1] != "1: 1,500, 2: 1,490" || r[2] != "" {
+		t.Fatalf("polls row %q", r)
+	}
+	if r := steps.rows[3]; r[1] != "1: 61" {
+		t.Fatalf("cpu row %q", r)
+	}
+	if r := steps.rows[8]; r[1] != "incomplete after 120.0 (fewest served 9,274)" {
 		t.Fatalf("kill row %q", r)
 	}
 }
