@@ -25,6 +25,11 @@
 #   make bench          Go benchmarks, then kaas vs kfake vs disk with cmd/kaasbench (.ci/bench)
 #   make bench-metrics  produce throughput and broker CPU with --metrics on and off, side by side
 #                       (.ci/bench-metrics; ROUNDS, RECORDS)
+#   make scale          3 brokers on one fresh local directory, kaasbench scale against them:
+#                       SCALE_TOPICS x SCALE_PARTITIONS (1000 x 100) in one CreateTopics, idle
+#                       cost, Metadata, a produce to every partition, kill -9 of broker
+#                       SCALE_KILL (2) and the takeover (.ci/scale; SCALE_ARGS to kaasbench)
+#   make scale-10k      the same at 10,000 partitions (SCALE_TOPICS=100)
 #   make lint           gofmt -l must be empty, go vet, staticcheck
 #
 # Extra Ginkgo flags: make specs GINKGO_FLAGS='-ginkgo.focus=kcat'
@@ -42,6 +47,10 @@ GINKGO_FLAGS  ?=
 SPECS_FILTER  ?=
 RUN_ARGS      ?= --data /tmp/kaas-dev-data --listen 127.0.0.1:9092 --admin 127.0.0.1:9644 --auto-create-topics=true
 BENCH_ARGS    ?=
+SCALE_TOPICS     ?= 1000
+SCALE_PARTITIONS ?= 100
+SCALE_KILL       ?= 2
+SCALE_ARGS       ?=
 STATICCHECK_VERSION ?= v0.8.2
 
 export KAAS_NODE_MODULES
@@ -49,7 +58,7 @@ export KAAS_NODE_MODULES
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn specs-acl specs-hostile fuzz fuzz-regress run run-cluster bench bench-metrics lint fmt-check vet staticcheck clean
+.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn specs-acl specs-hostile fuzz fuzz-regress run run-cluster bench bench-metrics scale scale-10k lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -143,6 +152,13 @@ bench:
 
 bench-metrics:
 	bash .ci/bench-metrics $(BENCH_ARGS)
+
+scale:
+	SCALE_TOPICS=$(SCALE_TOPICS) SCALE_PARTITIONS=$(SCALE_PARTITIONS) SCALE_KILL=$(SCALE_KILL) \
+		bash .ci/scale $(SCALE_ARGS)
+
+scale-10k:
+	$(MAKE) scale SCALE_TOPICS=100 SCALE_PARTITIONS=100
 
 lint: fmt-check vet staticcheck
 

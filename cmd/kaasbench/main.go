@@ -10,6 +10,8 @@
 //	kaasbench [flags]
 //	kaasbench commits [flags]   durable OffsetCommit throughput (commits.go)
 //	kaasbench txns [flags]      transactional produce throughput (txns.go)
+//	kaasbench scale [flags]     many partitions on a few brokers: create, idle
+//	                            cost, Metadata, produce, kill -9 (scale.go)
 //	kaasbench --listeners ...   the same load on several listeners (listeners.go)
 //
 //	# kaas on loopback, compared with kfake and the disk kaas writes to
@@ -437,6 +439,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "txns" {
 		return runTxns(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "scale" {
+		return runScale(ctx, args[1:], stdout, stderr)
 	}
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {

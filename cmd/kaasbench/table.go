@@ -14,13 +14,19 @@ type table struct {
 	left   int
 }
 
-// render returns the table as text, columns separated by two spaces, with a
-// dashed rule under the header. Short rows are padded with empty cells.
-func (t table) render() string {
+// columns is the number of columns: of the header or the longest row.
+func (t table) columns() int {
 	ncol := len(t.header)
 	for _, r := range t.rows {
 		ncol = max(ncol, len(r))
 	}
+	return ncol
+}
+
+// render returns the table as text, columns separated by two spaces, with a
+// dashed rule under the header. Short rows are padded with empty cells.
+func (t table) render() string {
+	ncol := t.columns()
 	if ncol == 0 {
 		return ""
 	}
@@ -225,4 +231,39 @@ func buildTable(kaas, kfake *targetResult, disk *diskResult) table {
 		}
 	}
 	return t
+}
+
+// markdown returns the table as a Markdown table, aligned as render
+// aligns it; a "|" in a cell is escaped.
+func (t table) markdown() string {
+	ncol := t.columns()
+	if ncol == 0 {
+		return ""
+	}
+	var b strings.Builder
+	line := func(cells []string) {
+		b.WriteString("|")
+		for i := 0; i < ncol; i++ {
+			c := ""
+			if i < len(cells) {
+				c = strings.ReplaceAll(cells[i], "|", `\|`)
+			}
+			b.WriteString(" " + c + " |")
+		}
+		b.WriteByte('\n')
+	}
+	line(t.header)
+	b.WriteString("|")
+	for i := 0; i < ncol; i++ {
+		if i < max(t.left, 1) {
+			b.WriteString("---|")
+		} else {
+			b.WriteString("---:|")
+		}
+	}
+	b.WriteByte('\n')
+	for _, r := range t.rows {
+		line(r)
+	}
+	return b.String()
 }
