@@ -12,7 +12,6 @@ import (
 	"github.com/kaas-dev/kaas/volume/faultfs"
 )
 
-
 // Every change to a spec moves the version; a crash at any step of one
 // leaves the token moved only if the change is durable, so a reader that
 // lists when the token moves never misses a change (and one that missed
