@@ -30,6 +30,9 @@
 #                       cost, Metadata, a produce to every partition, kill -9 of broker
 #                       SCALE_KILL (2) and the takeover (.ci/scale; SCALE_ARGS to kaasbench)
 #   make scale-10k      the same at 10,000 partitions (SCALE_TOPICS=100)
+#   make scale-gluster  the same on GlusterFS (.ci/gluster, root), each broker on its own FUSE
+#                       mount of one volume, torn down at the end; 10,000 partitions unless
+#                       SCALE_TOPICS is given (make scale SCALE_GLUSTER=1 for 1000 x 100)
 #   make lint           gofmt -l must be empty, go vet, staticcheck
 #
 # Extra Ginkgo flags: make specs GINKGO_FLAGS='-ginkgo.focus=kcat'
@@ -50,6 +53,7 @@ BENCH_ARGS    ?=
 SCALE_TOPICS     ?= 1000
 SCALE_PARTITIONS ?= 100
 SCALE_KILL       ?= 2
+SCALE_GLUSTER    ?= 0
 SCALE_ARGS       ?=
 STATICCHECK_VERSION ?= v0.8.2
 
@@ -58,7 +62,7 @@ export KAAS_NODE_MODULES
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/specs$$')
 SPECS     = $(GO) test -v -count=1 -timeout $(SPECS_TIMEOUT) ./specs/ -ginkgo.v -ginkgo.randomize-all
 
-.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn specs-acl specs-hostile fuzz fuzz-regress run run-cluster bench bench-metrics scale scale-10k lint fmt-check vet staticcheck clean
+.PHONY: all build test unit specs specs-k8s k8s-tools specs-fast specs-clients specs-chaos specs-floor specs-gluster specs-txn specs-acl specs-hostile fuzz fuzz-regress run run-cluster bench bench-metrics scale scale-10k scale-gluster lint fmt-check vet staticcheck clean
 
 all: build
 
@@ -155,10 +159,14 @@ bench-metrics:
 
 scale:
 	SCALE_TOPICS=$(SCALE_TOPICS) SCALE_PARTITIONS=$(SCALE_PARTITIONS) SCALE_KILL=$(SCALE_KILL) \
-		bash .ci/scale $(SCALE_ARGS)
+		SCALE_GLUSTER=$(SCALE_GLUSTER) GLUSTER_ROOT=$(GLUSTER_ROOT) bash .ci/scale $(SCALE_ARGS)
 
 scale-10k:
 	$(MAKE) scale SCALE_TOPICS=100 SCALE_PARTITIONS=100
+
+# SCALE_TOPICS is 100 here unless the command line or the environment sets it.
+scale-gluster:
+	$(MAKE) scale SCALE_GLUSTER=1 SCALE_TOPICS=$(if $(filter file,$(origin SCALE_TOPICS)),100,$(SCALE_TOPICS))
 
 lint: fmt-check vet staticcheck
 
