@@ -112,7 +112,19 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	if base == "" || base == "." || base == ".." {
 		return fmt.Errorf("write %s atomically: %w", name, syscall.EISDIR)
 	}
+	if err := writeFileRenamed(fsys, dir, name, data); err != nil {
+		return err
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("write %s atomically: renamed, but sync dir %s: %w", name, dir, err)
+	}
+	return nil
+}
 
+// writeFileRenamed is WriteFileAtomic up to and including the rename: the
+// caller syncs dir (name's directory, cleaned) itself.
+func writeFileRenamed(fsys FS, dir, name string, data []byte) error {
+	base := path.Base(name)
 	var f File
 	var tmp string
 	for attempt := 0; ; attempt++ {
@@ -166,9 +178,6 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 		// Usually not applied, so the temp is still there; if the reply was
 		// lost the Remove finds nothing, which is harmless.
 		return fail("rename", err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("write %s atomically: renamed, but sync dir %s: %w", name, dir, err)
 	}
 	return nil
 }
