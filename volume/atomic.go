@@ -107,24 +107,27 @@ func writeAll(f File, data []byte) error {
 // had not failed. A crash before the rename can leave a temp file behind;
 // IsTempName recognises it.
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
-	dir, base := path.Split(name)
-	dir = path.Clean(dir) // "" becomes "."; a trailing slash goes
-	if base == "" || base == "." || base == ".." {
-		return fmt.Errorf("write %s atomically: %w", name, syscall.EISDIR)
-	}
-	if err := writeFileRenamed(fsys, dir, name, data); err != nil {
+	if err := WriteFileRenamed(fsys, name, data); err != nil {
 		return err
 	}
+	dir := path.Clean(path.Dir(name))
 	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("write %s atomically: renamed, but sync dir %s: %w", name, dir, err)
 	}
 	return nil
 }
 
-// writeFileRenamed is WriteFileAtomic up to and including the rename: the
-// caller syncs dir (name's directory, cleaned) itself.
-func writeFileRenamed(fsys FS, dir, name string, data []byte) error {
-	base := path.Base(name)
+// WriteFileRenamed is WriteFileAtomic without its last step: the rename is
+// done, but not yet durable. The caller fsyncs name's directory itself
+// before anything relies on the new contents surviving a crash, typically
+// once for several changes in that directory. Its errors are those of
+// WriteFileAtomic up to the rename.
+func WriteFileRenamed(fsys FS, name string, data []byte) error {
+	dir, base := path.Split(name)
+	dir = path.Clean(dir) // "" becomes "."; a trailing slash goes
+	if base == "" || base == "." || base == ".." {
+		return fmt.Errorf("write %s atomically: %w", name, syscall.EISDIR)
+	}
 	var f File
 	var tmp string
 	for attempt := 0; ; attempt++ {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path"
 	"sync"
-	"syscall"
 )
 
 // DirSyncer coalesces directory fsyncs: group commit per directory, the
@@ -122,14 +121,10 @@ func (d *DirSyncer) run(dir string, st *dirSyncs, g *dirSync) error {
 // then a coalesced SyncDir of name's directory. Its errors are those of
 // WriteFileAtomic.
 func (d *DirSyncer) WriteFileAtomic(name string, data []byte) error {
-	dir, base := path.Split(name)
-	dir = path.Clean(dir)
-	if base == "" || base == "." || base == ".." {
-		return fmt.Errorf("write %s atomically: %w", name, syscall.EISDIR)
-	}
-	if err := writeFileRenamed(d.fsys, dir, name, data); err != nil {
+	if err := WriteFileRenamed(d.fsys, name, data); err != nil {
 		return err
 	}
+	dir := path.Clean(path.Dir(name))
 	if err := d.SyncDir(dir); err != nil {
 		return fmt.Errorf("write %s atomically: renamed, but sync dir %s: %w", name, dir, err)
 	}

@@ -57,8 +57,12 @@ type Config struct {
 	// them: the epoch the fence held before a separate ClaimFence, which
 	// Open can no longer learn from the fence itself.
 	PreviousEpochs []int32
-	Now            func() time.Time
-	Logger         logr.Logger
+	// FenceNotDurable says the caller claimed the fence with
+	// ClaimFenceDeferred and was told it is not durable yet: Open makes it
+	// durable before it reads any older state and before its manifest.
+	FenceNotDurable bool
+	Now             func() time.Time
+	Logger          logr.Logger
 	// Rounds, if set, is told the timings of each group-commit round
 	// (rounds.go), measured with Now.
 	Rounds RoundObserver
@@ -143,6 +147,11 @@ type Log struct {
 	next   int64       // log end offset
 	maxTS  tsMark      // largest max timestamp appended
 	closed bool
+	// listing is Open's listing of the directory until OpenListing takes it.
+	listing []string
+	// fenceUnsynced is set during Open while the fence's rename may not be
+	// durable yet (a new partition's lean path).
+	fenceUnsynced bool
 
 	isClosed atomic.Bool // closed, readable without mu
 	logStart atomic.Int64

@@ -19,23 +19,33 @@ const recoverChunk = 64 << 10
 // It takes over the partition for cfg.Epoch:
 //
 //  1. read the fence; a higher epoch there means ErrFenced. Write cfg.Epoch
-//     to it before reading anything else, so a previous writer can no longer
-//     acknowledge writes (its next sync round sees the new fence);
-//  2. read the manifest with the highest writer epoch (or adopt segment
-//     files found without one) and trust its sealed segments without
-//     reading them;
+//     to it, durably, before reading anything else, so a previous writer can
+//     no longer acknowledge writes (its next sync round sees the new fence);
+//  2. list the directory once (the temp sweep, recovery and the orphan sweep
+//     share the listing, and OpenListing hands it on); read the manifest
+//     with the highest writer epoch (or adopt segment files found without
+//     one) and trust its sealed segments without reading them;
 //  3. recover the last segment from the manifest checkpoint forward only:
 //     validate each batch (length, magic, CRC-32C, offsets), truncate at the
 //     first torn or invalid one, rebuild the index entries after the
-//     checkpoint, fsync. Segment files of epochs newer than the manifest's
-//     writer (a writer that died before its manifest was durable, or whose
-//     manifest is unreadable) are adopted after it: the manifest's chain
-//     is cut where the first of them starts, and only they are scanned;
+//     checkpoint, and fsync what that found or changed (nothing when the
+//     file ends at the checkpoint). Segment files of epochs newer than the
+//     manifest's writer (a writer that died before its manifest was
+//     durable, or whose manifest is unreadable) are adopted after it: the
+//     manifest's chain is cut where the first of them starts, and only they
+//     are scanned;
 //  4. if the last segment was created under another epoch, seal it at the
-//     recovered end and start a segment named with cfg.Epoch, recording
-//     (cfg.Epoch, end offset) in the epoch history;
+//     recovered end and start a segment named with cfg.Epoch (its files
+//     created, then one directory fsync), recording (cfg.Epoch, end offset)
+//     in the epoch history;
 //  5. write this epoch's manifest (manifest-e<epoch>.json), and only once it
 //     is durable remove the older ones.
+//
+// A brand-new partition (no fence, and nothing but temp files in the
+// listing) takes a lean path: there is no previous writer to stop, so the
+// fence's rename is made durable by the directory fsync that follows the
+// creation of the first segment's files, still before the manifest. Any
+// older state in the listing makes the fence durable before it is read.
 //
 // Everything recovered is durable, so the high watermark starts at the log
 // end offset. Open never creates dir: directories belong to the reconciler.
@@ -50,21 +60,46 @@ func Open(fsys volume.FS, dir string, cfg Config, opts ...Option) (*Log, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
 	}
-	l.sweepTemps()
-	if err := l.recover(prev); err != nil {
+	entries, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open partition log %s: list: %w", dir, err)
+	}
+	entries = l.sweepTemps(entries)
+	if err := l.recover(prev, entries); err != nil {
 		l.closeHandles()
 		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
+	}
+	l.listing = make([]string, len(entries))
+	for i, e := range entries {
+		l.listing[i] = e.Name()
 	}
 	l.sync.start(l, cfg.Now())
 	return l, nil
 }
 
-// claimFence is ClaimFence for this writer.
+// OpenListing returns the names Open found in the partition directory
+// (after its fence write and temp sweep, before recovery wrote anything),
+// sorted, for a caller that would otherwise list the directory again right
+// after Open (the producer-state snapshots). It hands them over once: later
+// calls return nil. Like any listing it may be stale on a shared volume.
+func (l *Log) OpenListing() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := l.listing
+	l.listing = nil
+	return names
+}
+
+// claimFence is the fence claim of Open: ClaimFence, except that a fence
+// found absent is written without its directory fsync, which recover
+// makes before it reads anything older or writes the manifest. So does a
+// fence the caller claimed that way (Config.FenceNotDurable).
 func (l *Log) claimFence() (int32, error) {
-	prev, err := ClaimFence(l.fsys, l.dir, l.cfg.Epoch)
+	prev, synced, err := claimFence(l.fsys, l.dir, l.cfg.Epoch, true)
 	if err == nil && prev < l.cfg.Epoch {
 		l.log.Info("claimed partition", "from", prev, "to", l.cfg.Epoch)
 	}
+	l.fenceUnsynced = l.cfg.FenceNotDurable || !synced
 	return prev, err
 }
 
@@ -76,44 +111,92 @@ func (l *Log) claimFence() (int32, error) {
 // Open claims the fence itself; a caller that claims it first, as its own
 // recorded step, passes the returned epoch in Config.PreviousEpochs.
 func ClaimFence(fsys volume.FS, dir string, epoch int32) (int32, error) {
-	prev, err := readFence(fsys, dir)
+	prev, _, err := claimFence(fsys, dir, epoch, false)
+	return prev, err
+}
+
+// ClaimFenceDeferred is ClaimFence for a claimant that opens the log next:
+// over an absent fence (a new partition: nobody to stop yet) it writes the
+// fence without the directory fsync and reports durable false; the caller
+// then passes Config.FenceNotDurable to Open, which makes the fence durable
+// before it reads any older state and before its manifest, sharing the
+// directory fsync that follows the creation of the first segment. Over an
+// existing fence it is ClaimFence (durable: a takeover's fence must be
+// durable before the old tail is read).
+func ClaimFenceDeferred(fsys volume.FS, dir string, epoch int32) (prev int32, durable bool, err error) {
+	return claimFence(fsys, dir, epoch, true)
+}
+
+// claimFence is ClaimFence; with deferNew, a fence found absent is renamed
+// into place without the directory fsync (synced false).
+func claimFence(fsys volume.FS, dir string, epoch int32, deferNew bool) (prev int32, synced bool, err error) {
+	prev, err = readFence(fsys, dir)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	switch {
 	case prev > epoch:
-		return 0, fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, prev, epoch)
+		return 0, false, fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, prev, epoch)
 	case prev < epoch:
-		if err := writeFence(fsys, dir, epoch); err != nil {
-			return 0, err
+		if err := writeFence(fsys, dir, epoch, !(deferNew && prev < 0)); err != nil {
+			return 0, false, err
 		}
+		return prev, !(deferNew && prev < 0), nil
 	}
-	return prev, nil
+	return prev, true, nil
 }
 
-// sweepTemps removes temp files left by WriteFileAtomic after a crash. A
+// sweepTemps removes temp files left by WriteFileAtomic after a crash, as
+// entries (Open's listing) shows them, and returns entries without them. A
 // zombie's in-flight temp removed here only makes its rename fail.
-func (l *Log) sweepTemps() {
-	entries, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		l.log.V(1).Info("listing for temp sweep failed", "err", err.Error())
-		return
-	}
+func (l *Log) sweepTemps(entries []fs.DirEntry) []fs.DirEntry {
+	kept := entries[:0]
 	for _, e := range entries {
-		if volume.IsTempName(e.Name()) {
-			if err := l.fsys.Remove(path.Join(l.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				l.log.V(1).Info("removing temp file failed", "file", e.Name(), "err", err.Error())
-			}
+		if !volume.IsTempName(e.Name()) {
+			kept = append(kept, e)
+			continue
+		}
+		if err := l.fsys.Remove(path.Join(l.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.log.V(1).Info("removing temp file failed", "file", e.Name(), "err", err.Error())
 		}
 	}
+	return kept
+}
+
+// syncFence makes a fence written without its directory fsync durable (a
+// no-op when it is): before anything older than this writer is read, and
+// before its manifest can be durable.
+func (l *Log) syncFence() error {
+	if !l.fenceUnsynced {
+		return nil
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("sync dir %s after the fence: %w", l.dir, err)
+	}
+	l.fenceUnsynced = false
+	return nil
+}
+
+// onlyFence reports whether entries (Open's listing, temps swept) hold
+// nothing but the fence: a brand-new partition.
+func onlyFence(entries []fs.DirEntry) bool {
+	for _, e := range entries {
+		if e.Name() != fenceName {
+			return false
+		}
+	}
+	return true
 }
 
 // recover builds the Log's state from the volume and writes the manifest.
 // prevFence is the epoch the fence held before this writer claimed it.
-func (l *Log) recover(prevFence int32) error {
-	entries, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", l.dir, err)
+// entries is Open's listing of the directory, temps swept.
+func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
+	if !onlyFence(entries) {
+		// Older state: the fence must be durable before it is read.
+		if err := l.syncFence(); err != nil {
+			return err
+		}
 	}
 	// The previous fence holder's manifest is opened even if the listing
 	// (possibly stale on a shared volume) does not show it yet.
@@ -231,6 +314,7 @@ func (l *Log) recover(prevFence int32) error {
 		if err != nil {
 			return err
 		}
+		l.fenceUnsynced = false // createSegment's directory fsync covered the fence
 		seg.seq = len(l.segs)
 		l.segs = append(l.segs, seg)
 		l.wf = wf
@@ -241,8 +325,11 @@ func (l *Log) recover(prevFence int32) error {
 		m.Epochs = addEpoch(m.Epochs, EpochEntry{Epoch: l.cfg.Epoch, StartOffset: next})
 		l.log.Info("started leader epoch", "startOffset", next)
 	}
-	if err := l.fsys.SyncDir(l.dir); err != nil {
-		return fmt.Errorf("sync dir %s: %w", l.dir, err)
+	// The manifest may name nothing the directory does not hold durably
+	// (createSegment synced the new segment's files), and never a fence
+	// that could be lost.
+	if err := l.syncFence(); err != nil {
+		return err
 	}
 
 	m.Version = manifestVersion
@@ -425,7 +512,8 @@ func (l *Log) removeSegmentFiles(s *segment) {
 // recoverTail opens the last segment read-write and recovers it: state from
 // the checkpoint (if cp is non-nil), then every batch after it validated,
 // the file truncated at the first torn or invalid batch, index entries
-// rebuilt, and segment and indexes fsynced.
+// rebuilt, and the segment (if anything followed the checkpoint) and the
+// indexes (if entries were rebuilt) fsynced.
 //
 // With limit >= 0 the segment is one that a newer epoch's segment starting
 // at offset limit follows: it is recovered up to exactly limit (an error
@@ -494,9 +582,13 @@ func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int
 		}
 	}
 	// The tail may hold batches the previous writer never synced: make them
-	// durable before the high watermark covers them.
-	if err := wf.Sync(); err != nil {
-		return s, fmt.Errorf("sync recovered segment %s: %w", logPath, err)
+	// durable before the high watermark covers them, and a truncation
+	// durable with them. Nothing past the checkpoint (fsynced before it was
+	// written) needs no fsync.
+	if s.size > durableEnd || (limit < 0 && fileSize > s.size) {
+		if err := wf.Sync(); err != nil {
+			return s, fmt.Errorf("sync recovered segment %s: %w", logPath, err)
+		}
 	}
 	if s.size > 0 && s.firstAppend.IsZero() {
 		s.firstAppend = l.cfg.Now() // unknown: count the age from now
@@ -511,8 +603,10 @@ func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int
 	if err := s.files.timeFile.Truncate(int64(keptTimes) * timeIndexEntrySize); err != nil {
 		return s, fmt.Errorf("truncate %s: %w", timePath, err)
 	}
-	if err := s.files.flush(s.offsets, s.times, true); err != nil {
-		return s, fmt.Errorf("rebuild indexes: %w", err)
+	if len(s.offsets) > kept || len(s.times) > keptTimes {
+		if err := s.files.flush(s.offsets, s.times, true); err != nil {
+			return s, fmt.Errorf("rebuild indexes: %w", err)
+		}
 	}
 	return s, nil
 }
