@@ -202,7 +202,7 @@ func (l *Log) EnforceRetention(now time.Time, p RetentionPolicy) (RetentionResul
 		// it can go (an empty active segment remains).
 		if err := l.rollLocked(); err != nil {
 			l.mu.Unlock()
-			if errors.Is(err, ErrNoSpace) {
+			if rollUndone(err) {
 				return res, fmt.Errorf("retention: roll the expired active segment: %w", err)
 			}
 			return res, l.fail(fmt.Errorf("retention: roll the expired active segment: %w", err))

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"slices"
 	"sort"
@@ -66,6 +67,9 @@ type Config struct {
 	// Rounds, if set, is told the timings of each group-commit round
 	// (rounds.go), measured with Now.
 	Rounds RoundObserver
+	// SyncPool runs the log's group-commit rounds; nil is the process-wide
+	// DefaultSyncPool.
+	SyncPool *SyncPool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -294,7 +298,7 @@ func (l *Log) AppendChecked(c Checked) (AppendResult, error) {
 	var res AppendResult
 	if l.shouldRollLocked(int64(len(batch)), int64(h.LastOffsetDelta), now) {
 		if err := l.rollLocked(); err != nil {
-			if errors.Is(err, ErrNoSpace) {
+			if rollUndone(err) {
 				return AppendResult{}, err
 			}
 			return AppendResult{}, l.fail(err)
@@ -392,6 +396,12 @@ func (l *Log) rollLocked() error {
 	seg.seq = old.seq + 1
 	if err := l.checkFence(); err != nil {
 		closeSegment(seg, wf)
+		if transientFenceError(err) {
+			// Nothing durable names the new segment: undo the roll as
+			// for a full volume; the old segment stays active.
+			l.removeSegmentFiles(seg)
+			return fmt.Errorf("%w: roll: %w", errRollNotDone, err)
+		}
 		return fmt.Errorf("roll: %w", err)
 	}
 	l.manMu.Lock()
@@ -431,6 +441,17 @@ func (l *Log) rollLocked() error {
 	return nil
 }
 
+// errRollNotDone marks a roll undone because its fence check failed for a
+// transient reason: the log stays healthy, the append that needed the roll
+// is refused (a retriable error), and the next one tries again.
+var errRollNotDone = errors.New("roll not done")
+
+// rollUndone reports whether a failed roll left the log as it was (a full
+// volume, or a fence that could not be read): not a failure of the log.
+func rollUndone(err error) bool {
+	return errors.Is(err, ErrNoSpace) || errors.Is(err, errRollNotDone)
+}
+
 // emptyCheckpoint is the checkpoint at the start of a new segment.
 func emptyCheckpoint(s *segment) checkpoint {
 	return checkpoint{SegmentBase: s.base, SegmentEpoch: s.epoch, Position: 0, NextOffset: s.base,
@@ -444,11 +465,22 @@ func (m manifest) clone() manifest {
 	return m
 }
 
-// checkFence opens and reads the fence: ErrFenced unless it holds our epoch.
+// errFenceMissing is a fence check's finding that there is no fence. A
+// writer's fence never goes away while it writes, so this is a reader
+// racing another host's replace of it (some filesystems answer ENOENT then)
+// or the directory replaced under it (a topic deleted): the sync rounds
+// retry it a few times before taking it for fencing.
+var errFenceMissing = fmt.Errorf("no fence: %w", fs.ErrNotExist)
+
+// checkFence opens and reads the fence: ErrFenced if it holds another
+// epoch, errFenceMissing if there is none.
 func (l *Log) checkFence() error {
 	epoch, err := readFence(l.fsys, l.dir)
 	if err != nil {
 		return fmt.Errorf("check fence: %w", err)
+	}
+	if epoch < 0 {
+		return fmt.Errorf("check fence: %w", errFenceMissing)
 	}
 	if epoch != l.cfg.Epoch {
 		return fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, epoch, l.cfg.Epoch)

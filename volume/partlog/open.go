@@ -73,7 +73,11 @@ func Open(fsys volume.FS, dir string, cfg Config, opts ...Option) (*Log, error) 
 	for i, e := range entries {
 		l.listing[i] = e.Name()
 	}
-	l.sync.start(l, cfg.Now())
+	pool := cfg.SyncPool
+	if pool == nil {
+		pool = DefaultSyncPool()
+	}
+	l.sync.start(l, pool, cfg.Now())
 	return l, nil
 }
 
@@ -346,6 +350,10 @@ func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
 	// The recovery may have taken long: make sure nobody claimed the
 	// partition meanwhile before publishing our view of it.
 	if err := l.checkFence(); err != nil {
+		if errors.Is(err, errFenceMissing) {
+			// Claimed above and gone: the directory was replaced.
+			return fmt.Errorf("%w: the fence claimed at epoch %d is gone", ErrFenced, l.cfg.Epoch)
+		}
 		return err
 	}
 	if err := writeManifest(l.fsys, l.dir, m); err != nil {
