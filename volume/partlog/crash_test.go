@@ -68,19 +68,12 @@ func TestCrashRandomInterleavings(t *testing.T) {
 				return Config{Epoch: epoch, SegmentBytes: 4096, IndexIntervalBytes: 256,
 					CheckpointInterval: time.Second, SegmentAge: time.Hour, Now: clk.Now, Logger: logr.Discard()}
 			}
-			// Each Log instance sees mem through its own faultfs, so that a
-			// process crash can kill it: every later call fails, as if the
-			// process were gone, while its unsynced writes stay visible.
+			// Each Log instance sees mem through its own killable view.
 			var killed *bool
 			instance := func() volume.FS {
-				dead := new(bool)
+				fsys, dead := killable(mem)
 				killed = dead
-				return faultfs.New(mem, func(faultfs.Op) faultfs.Action {
-					if *dead {
-						return faultfs.CrashBefore
-					}
-					return faultfs.Proceed
-				})
+				return fsys
 			}
 			l := mustOpen(t, instance(), cfg())
 			acked := map[int64][]byte{}
@@ -185,6 +178,19 @@ func ackedWorkload(fsys volume.FS, cfg Config, clk *fakeClock, n int, refused fu
 		}
 	}
 	return acked, l.Close()
+}
+
+// killable returns fsys seen through a faultfs that a process crash can
+// kill: once *dead is set every call fails, as if the process were gone,
+// while its unsynced writes stay visible.
+func killable(fsys volume.FS) (volume.FS, *bool) {
+	dead := new(bool)
+	return faultfs.New(fsys, func(faultfs.Op) faultfs.Action {
+		if *dead {
+			return faultfs.CrashBefore
+		}
+		return faultfs.Proceed
+	}), dead
 }
 
 type appendedBatch struct {

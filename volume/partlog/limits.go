@@ -230,13 +230,14 @@ func (l *Log) EnforceRetention(now time.Time, p RetentionPolicy) (RetentionResul
 
 // segmentTimeLocked is Kafka's "largest timestamp" of a segment (l.mu
 // held): its largest batch max timestamp, or, when no batch carried a
-// positive one, the modification time of its file. ok is false when neither
-// is known.
+// positive one, the modification time of its file (by name: an attribute
+// a few seconds stale does not matter here, and it takes no descriptor).
+// ok is false when neither is known.
 func (l *Log) segmentTimeLocked(s *segment) (int64, bool) {
 	if s.maxTS.ts > 0 && !s.maxTSUnknown {
 		return s.maxTS.ts, true
 	}
-	fi, err := s.rf.Stat()
+	fi, err := l.fsys.Stat(s.name)
 	if err != nil || fi.ModTime().IsZero() {
 		return 0, false
 	}
@@ -354,8 +355,8 @@ func (l *Log) fenceFailure(why string, err error) error {
 // segments keep no other open) and then, if remove, removes its files. A
 // removal that fails leaves an orphan that the next sweep removes.
 func (l *Log) freeSegment(s *segment, remove bool) {
-	if err := s.rf.Close(); err != nil {
-		l.log.V(1).Info("closing the read handle of a dropped segment failed", "segment", s.rf.Name(), "err", err.Error())
+	if err := l.hc.Forget(s.h); err != nil {
+		l.log.V(1).Info("closing the read handle of a dropped segment failed", "segment", s.name, "err", err.Error())
 	}
 	if !remove {
 		return

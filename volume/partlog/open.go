@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/handles"
 )
 
 // recoverChunk is the read size when verifying the CRC of tail batches.
@@ -56,6 +57,10 @@ func Open(fsys volume.FS, dir string, cfg Config, opts ...Option) (*Log, error) 
 		return nil, err
 	}
 	l := &Log{fsys: fsys, dir: dir, cfg: cfg, opts: newOptions(opts), log: cfg.Logger.WithValues("dir", dir, "epoch", cfg.Epoch)}
+	l.hc = cfg.Handles
+	if l.hc == nil {
+		l.hc = handles.Default()
+	}
 	prev, err := l.claimFence()
 	if err != nil {
 		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
@@ -306,24 +311,27 @@ func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
 				// Nothing in it: replace it rather than keep an empty sealed
 				// segment at the same base.
 				dropped = tail
-				closeSegment(tail, l.wf)
-				l.wf = nil
+				l.forgetSegment(tail, nil)
 				l.segs = l.segs[:len(l.segs)-1]
 				m.Segments = m.Segments[:len(m.Segments)-1]
 			} else {
 				l.sealTail(m, tail)
 			}
 		}
-		seg, wf, err := createSegment(l.fsys, l.dir, next, l.cfg.Epoch)
+		seg, wh, err := l.createSegment(next)
 		if err != nil {
 			return err
 		}
 		l.fenceUnsynced = false // createSegment's directory fsync covered the fence
 		seg.seq = len(l.segs)
 		l.segs = append(l.segs, seg)
-		l.wf = wf
+		l.wh = wh
 		m.Segments = append(m.Segments, manifestSegment{Base: seg.base, Epoch: seg.epoch})
 		tail = seg
+	} else {
+		// Our own epoch's segment (a reopen): append to it, opening its
+		// append handle on the first append.
+		l.wh = l.hc.NewHandle(l.segmentOpener(tail.name, nil), l.clean)
 	}
 	if n := len(m.Epochs); n == 0 || m.Epochs[n-1].Epoch != l.cfg.Epoch {
 		m.Epochs = addEpoch(m.Epochs, EpochEntry{Epoch: l.cfg.Epoch, StartOffset: next})
@@ -388,7 +396,7 @@ func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
 func (l *Log) recoverSegment(m *manifest, i int, cp *checkpoint, limit int64) (*segment, error) {
 	s, err := l.recoverTail(m.Segments[i], cp, len(l.segs), limit)
 	if err != nil {
-		closeSegment(s, nil)
+		l.forgetSegment(s, nil)
 		return nil, err
 	}
 	l.segs = append(l.segs, s)
@@ -429,8 +437,9 @@ func addEpoch(history []EpochEntry, e EpochEntry) []EpochEntry {
 	return append(history, e)
 }
 
-// openSealed opens a sealed segment for reading, checking that the file is
-// at least as long as its sealed size. Its indexes load on first use.
+// openSealed checks that a sealed segment's file is at least as long as
+// its sealed size and leaves it open in the cache, least recently used
+// first. Its indexes load on first use.
 func (l *Log) openSealed(ms manifestSegment, seq int) (*segment, error) {
 	logPath, _, _ := segmentPaths(l.dir, ms.Base, ms.Epoch)
 	rf, err := l.fsys.Open(logPath)
@@ -449,12 +458,39 @@ func (l *Log) openSealed(ms manifestSegment, seq int) (*segment, error) {
 		_ = rf.Close()
 		return nil, fmt.Errorf("%w: sealed segment %s has %d bytes, manifest says %d", ErrCorruptLog, logPath, fi.Size(), ms.Size)
 	}
-	return &segment{
-		base: ms.Base, epoch: ms.Epoch, seq: seq, rf: rf,
+	s := &segment{
+		base: ms.Base, epoch: ms.Epoch, seq: seq, name: logPath,
 		sealed: true, size: ms.Size, next: ms.EndOffset,
 		maxTS:        tsMark{ts: ms.MaxTimestamp, base: -1, last: ms.MaxTimestampOffset},
 		maxTSUnknown: ms.MaxTimestampUnknown,
-	}, nil
+	}
+	s.ro.Store(true)
+	s.h = l.hc.Adopt(rf, l.segmentOpener(logPath, s), nil)
+	return s, nil
+}
+
+// segmentOpener opens the segment file name for a cached handle: read-only
+// once s is sealed (s nil: always read-write, for an append handle).
+func (l *Log) segmentOpener(name string, s *segment) func() (volume.File, error) {
+	return func() (volume.File, error) {
+		if s != nil && s.ro.Load() {
+			return l.fsys.Open(name)
+		}
+		return l.fsys.OpenReadWrite(name)
+	}
+}
+
+// clean reports whether everything appended has been fsynced, so that the
+// active segment's handles may be closed (handles.Handle's evictable): a
+// file closed with writes not yet fsynced could lose the report of a
+// write error.
+func (l *Log) clean() bool { return l.written.Load() == l.synced.Load() }
+
+// newSegmentHandle gives s its cached read (and, while active, fsync)
+// handle, closed: it opens on first use. Sealed segments may always be
+// closed; the active one only while the log is clean.
+func (l *Log) newSegmentHandle(s *segment) {
+	s.h = l.hc.NewHandle(l.segmentOpener(s.name, s), func() bool { return s.ro.Load() || l.clean() })
 }
 
 // sealTail seals the recovered last segment of a previous epoch at its
@@ -470,13 +506,10 @@ func (l *Log) sealTail(m *manifest, tail *segment) {
 // sealed end in ms.
 func (l *Log) sealRecovered(ms *manifestSegment, s *segment) {
 	s.sealed = true
+	s.ro.Store(true)
 	if s.files != nil {
-		_ = s.files.close() // flushed and synced by recoverTail
+		s.files.seal() // flushed and synced by recoverTail
 		s.files = nil
-	}
-	if l.wf != nil {
-		_ = l.wf.Close()
-		l.wf = nil
 	}
 	ms.Sealed = true
 	ms.EndOffset = s.next
@@ -530,26 +563,17 @@ func (l *Log) removeSegmentFiles(s *segment) {
 // late appends, never read. The caller seals it.
 func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int64) (*segment, error) {
 	logPath, indexPath, timePath := segmentPaths(l.dir, ms.Base, ms.Epoch)
-	wf, err := l.fsys.OpenReadWrite(logPath)
+	s := &segment{base: ms.Base, epoch: ms.Epoch, seq: seq, name: logPath, next: ms.Base, maxTS: noTS, indexLoaded: true}
+	s.files = &indexFiles{fsys: l.fsys, offsetPath: indexPath, timePath: timePath}
+	l.newSegmentHandle(s)
+	wf, err := l.hc.Acquire(s.h)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: last segment %s is missing", ErrCorruptLog, logPath)
+			return s, fmt.Errorf("%w: last segment %s is missing", ErrCorruptLog, logPath)
 		}
-		return nil, fmt.Errorf("open last segment: %w", err)
+		return s, fmt.Errorf("open last segment: %w", err)
 	}
-	l.wf = wf
-	rf, err := l.fsys.OpenReadWrite(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("open last segment for reading: %w", err)
-	}
-	s := &segment{base: ms.Base, epoch: ms.Epoch, seq: seq, rf: rf, next: ms.Base, maxTS: noTS, indexLoaded: true}
-	s.files = &indexFiles{}
-	if s.files.offsetFile, err = openOrCreate(l.fsys, indexPath); err != nil {
-		return s, err
-	}
-	if s.files.timeFile, err = openOrCreate(l.fsys, timePath); err != nil {
-		return s, err
-	}
+	defer l.hc.Release(s.h)
 	fi, err := wf.Stat()
 	if err != nil {
 		return s, fmt.Errorf("stat %s: %w", logPath, err)
@@ -573,7 +597,7 @@ func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int
 		kept, keptTimes = 0, 0
 	}
 
-	reason, err := l.scanTail(s, fileSize, limit)
+	reason, err := l.scanTail(s, wf, fileSize, limit)
 	if err != nil {
 		return s, err
 	}
@@ -604,15 +628,11 @@ func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int
 
 	// Index files: keep the checkpointed entries, drop the rest, write the
 	// rebuilt ones.
-	s.files.offsetsDone, s.files.timesDone = kept, keptTimes
-	if err := s.files.offsetFile.Truncate(int64(kept) * indexEntrySize); err != nil {
-		return s, fmt.Errorf("truncate %s: %w", indexPath, err)
-	}
-	if err := s.files.timeFile.Truncate(int64(keptTimes) * timeIndexEntrySize); err != nil {
-		return s, fmt.Errorf("truncate %s: %w", timePath, err)
+	if err := s.files.truncate(kept, keptTimes); err != nil {
+		return s, err
 	}
 	if len(s.offsets) > kept || len(s.times) > keptTimes {
-		if err := s.files.flush(s.offsets, s.times, true); err != nil {
+		if err := s.files.flush(s.offsets, s.times); err != nil {
 			return s, fmt.Errorf("rebuild indexes: %w", err)
 		}
 	}
@@ -654,7 +674,7 @@ func (l *Log) loadCheckpoint(s *segment, cp *checkpoint, indexPath, timePath str
 // read errors are returned as errors. It reads nothing before s.size. With
 // limit >= 0 it also stops once s.next reaches limit, and at a batch that
 // would pass it.
-func (l *Log) scanTail(s *segment, fileSize, limit int64) (reason string, err error) {
+func (l *Log) scanTail(s *segment, rf volume.File, fileSize, limit int64) (reason string, err error) {
 	var hdr [BatchHeaderSize]byte
 	chunk := make([]byte, recoverChunk)
 	interval := int64(l.cfg.IndexIntervalBytes)
@@ -665,8 +685,8 @@ func (l *Log) scanTail(s *segment, fileSize, limit int64) (reason string, err er
 		if fileSize-pos < BatchHeaderSize {
 			return fmt.Sprintf("partial header at %d", pos), nil
 		}
-		if err := readFullAt(s.rf, hdr[:], pos); err != nil {
-			return "", fmt.Errorf("read %s at %d: %w", s.rf.Name(), pos, err)
+		if err := readFullAt(rf, hdr[:], pos); err != nil {
+			return "", fmt.Errorf("read %s at %d: %w", s.name, pos, err)
 		}
 		h, perr := ParseBatchHeader(hdr[:])
 		if perr != nil {
@@ -687,8 +707,8 @@ func (l *Log) scanTail(s *segment, fileSize, limit int64) (reason string, err er
 		crc := crc32Update(0, hdr[offAttributes:])
 		for at := pos + BatchHeaderSize; at < end; {
 			n := min(int64(len(chunk)), end-at)
-			if err := readFullAt(s.rf, chunk[:n], at); err != nil {
-				return "", fmt.Errorf("read %s at %d: %w", s.rf.Name(), at, err)
+			if err := readFullAt(rf, chunk[:n], at); err != nil {
+				return "", fmt.Errorf("read %s at %d: %w", s.name, at, err)
 			}
 			crc = crc32Update(crc, chunk[:n])
 			at += n
@@ -864,83 +884,75 @@ func openOrCreate(fsys volume.FS, name string) (volume.File, error) {
 	return f, nil
 }
 
-// createSegment creates the files of a new, empty segment (truncating any
-// unlisted leftover of the same name) and fsyncs the directory. It returns
-// the segment (its read/sync handle open) and its append handle.
+// errCreateUnavailable marks a segment creation that failed for want of
+// file descriptors: nothing was created, and it may be tried again.
+var errCreateUnavailable = errors.New("segment files not created")
+
+// createSegment creates the files of a new, empty segment of this writer's
+// epoch at base (truncating any unlisted leftover of the same name) and
+// fsyncs the directory. It returns the segment (its read/sync handle
+// closed: it opens on first use) and its append handle (open).
 //
 // If a step fails, the files it created are removed again (they are
 // unlisted, of the caller's own epoch, so nobody else reads them), so a full
 // volume leaves no half-created segment behind; the directory is not synced
 // after the removal, and a crash that resurrects the files leaves an
 // unlisted empty segment, which recovery ignores.
-func createSegment(fsys volume.FS, dir string, base int64, epoch int32) (*segment, volume.File, error) {
-	logPath, indexPath, timePath := segmentPaths(dir, base, epoch)
-	s := &segment{base: base, epoch: epoch, next: base, maxTS: noTS, indexLoaded: true, files: &indexFiles{}}
-	var wf volume.File
-	var err error
+func (l *Log) createSegment(base int64) (*segment, *handles.Handle, error) {
+	logPath, indexPath, timePath := segmentPaths(l.dir, base, l.cfg.Epoch)
+	s := &segment{base: base, epoch: l.cfg.Epoch, name: logPath, next: base, maxTS: noTS, indexLoaded: true,
+		files: &indexFiles{fsys: l.fsys, offsetPath: indexPath, timePath: timePath}}
 	var created []string
-	fail := func(step string, err error) (*segment, volume.File, error) {
-		closeSegment(s, wf)
+	fail := func(step string, err error) (*segment, *handles.Handle, error) {
 		for _, name := range created {
-			_ = fsys.Remove(name)
+			_ = l.fsys.Remove(name)
+		}
+		if transientOpenError(err) {
+			err = fmt.Errorf("%w: %w", errCreateUnavailable, err)
 		}
 		return nil, nil, fmt.Errorf("create segment %s: %s: %w", logPath, step, err)
 	}
-	if wf, err = fsys.Create(logPath); err != nil {
-		created = append(created, logPath) // a lost reply may have created it
+	wf, err := l.fsys.Create(logPath)
+	created = append(created, logPath) // a lost reply may have created it
+	if err != nil {
 		return fail("create", err)
 	}
-	created = append(created, logPath)
-	if s.rf, err = fsys.OpenReadWrite(logPath); err != nil {
-		return fail("open for reading", err)
+	for _, p := range []string{indexPath, timePath} {
+		f, err := l.fsys.Create(p)
+		created = append(created, p)
+		if err != nil {
+			_ = wf.Close()
+			return fail("create index", err)
+		}
+		_ = f.Close() // empty: nothing to lose
 	}
-	s.files.offsetFile, err = fsys.Create(indexPath)
-	created = append(created, indexPath)
-	if err != nil {
-		return fail("create offset index", err)
-	}
-	s.files.timeFile, err = fsys.Create(timePath)
-	created = append(created, timePath)
-	if err != nil {
-		return fail("create time index", err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		_ = wf.Close()
 		return fail("sync dir", fmt.Errorf("%w: %w", errSyncFailed, err))
 	}
-	return s, wf, nil
+	l.newSegmentHandle(s)
+	return s, l.hc.Adopt(wf, l.segmentOpener(logPath, nil), l.clean), nil
 }
 
-// closeSegment closes whatever handles of s (and wf) are open, ignoring
-// errors: it is used on paths that already failed or hold nothing unsynced.
-func closeSegment(s *segment, wf volume.File) {
-	if wf != nil {
-		_ = wf.Close()
+// forgetSegment gives back the handles of s (and wh) to the cache, which
+// closes them: used on paths that already failed or hold nothing unsynced.
+func (l *Log) forgetSegment(s *segment, wh *handles.Handle) {
+	if wh != nil {
+		_ = l.hc.Forget(wh)
 	}
-	if s == nil {
-		return
-	}
-	if s.rf != nil {
-		_ = s.rf.Close()
-	}
-	if s.files != nil {
-		if s.files.offsetFile != nil {
-			_ = s.files.offsetFile.Close()
-		}
-		if s.files.timeFile != nil {
-			_ = s.files.timeFile.Close()
-		}
-		s.files.offsetFile, s.files.timeFile = nil, nil
+	if s != nil && s.h != nil {
+		_ = l.hc.Forget(s.h)
 	}
 }
 
-// closeHandles closes everything a failed Open opened.
+// closeHandles gives back everything a failed Open opened.
 func (l *Log) closeHandles() {
 	for _, s := range l.segs {
-		closeSegment(s, nil)
+		l.forgetSegment(s, nil)
 	}
-	if l.wf != nil {
-		_ = l.wf.Close()
-		l.wf = nil
+	if l.wh != nil {
+		_ = l.hc.Forget(l.wh)
+		l.wh = nil
 	}
 }
 

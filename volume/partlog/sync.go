@@ -299,6 +299,7 @@ func (s *syncer) round(forceCheckpoint bool) error {
 	l.mu.Lock()
 	seg := l.segs[len(l.segs)-1]
 	target, pos := l.next, seg.size
+	written := l.written.Load()
 	offsets, times, files := seg.offsets, seg.times, seg.files
 	segMax, logMax, firstAppend := seg.maxTS, l.maxTS, seg.firstAppend
 	l.mu.Unlock()
@@ -311,11 +312,26 @@ func (s *syncer) round(forceCheckpoint bool) error {
 		if obs != nil {
 			t0 = l.cfg.Now()
 		}
-		if err := seg.rf.Sync(); err != nil {
-			l.fail(fmt.Errorf("sync segment %s: %w", seg.rf.Name(), err))
+		f, err := l.hc.Acquire(seg.h)
+		if err != nil {
+			// Nothing fsynced: a descriptor shortage is retried like a
+			// fence check's; any other failure to open our own segment
+			// is final.
+			err = fmt.Errorf("open segment %s for fsync: %w", seg.name, err)
+			if transientOpenError(err) {
+				return err
+			}
+			l.fail(err)
+			return nil
+		}
+		err = f.Sync()
+		l.hc.Release(seg.h)
+		if err != nil {
+			l.fail(fmt.Errorf("sync segment %s: %w", seg.name, err))
 			return nil
 		}
 		s.fsynced.seg, s.fsynced.pos = seg, pos
+		l.synced.Store(written)
 		if obs != nil {
 			r.Synced, r.Fsync, r.Bytes = true, l.cfg.Now().Sub(t0), pos
 			if seg == prev.seg {
@@ -343,13 +359,14 @@ func (s *syncer) round(forceCheckpoint bool) error {
 	}
 	if now := l.cfg.Now(); forceCheckpoint || now.Sub(s.lastCheckpoint) >= l.cfg.CheckpointInterval {
 		if err := s.checkpoint(seg, pos, target, offsets, times, files, segMax, firstAppend); err != nil {
-			if !errors.Is(err, ErrNoSpace) {
+			if !errors.Is(err, ErrNoSpace) && !errors.Is(err, errIndexUnavailable) {
 				l.fail(fmt.Errorf("checkpoint: %w", err))
 				return nil
 			}
-			// The volume is full: the previous manifest stays valid and
-			// the checkpoint does not advance (see nospace.go); the next
-			// due round tries again.
+			// The volume is full, or out of descriptors for an index
+			// file: the previous manifest stays valid and the checkpoint
+			// does not advance (see nospace.go); the next due round
+			// tries again.
 			s.noteCheckpointNoSpace(err)
 		} else {
 			s.lastCheckpoint = now
@@ -412,7 +429,7 @@ func (s *syncer) checkpoint(seg *segment, pos, target int64, offsets []offsetEnt
 	files *indexFiles, segMax tsMark, firstAppend time.Time) error {
 	l := s.l
 	if files != nil {
-		if err := files.flush(offsets, times, true); err != nil {
+		if err := files.flush(offsets, times); err != nil {
 			if isRecoverableNoSpace(err) {
 				return noSpace("checkpoint: write index entries", err)
 			}
@@ -443,7 +460,7 @@ func (s *syncer) noteCheckpointNoSpace(err error) {
 	switch {
 	case err != nil && !s.checkpointNoSpace:
 		s.checkpointNoSpace = true
-		s.l.log.Info("volume full: the manifest checkpoint does not advance until space is freed; acknowledged data is unaffected", "err", err.Error())
+		s.l.log.Info("the manifest checkpoint does not advance until the volume has room (or descriptors) again; acknowledged data is unaffected", "err", err.Error())
 	case err == nil && s.checkpointNoSpace:
 		s.checkpointNoSpace = false
 		s.l.log.Info("manifest checkpoint advances again")
