@@ -119,7 +119,7 @@ type Stats struct {
 func NewCache(capacity int, idle time.Duration, manual bool) *Cache {
 	c := &Cache{cap: max(capacity, 1)}
 	c.setIdle(idle)
-	c.sweeping = manual || idle <= 0
+	c.sweeping = manual
 	return c
 }
 
@@ -141,6 +141,13 @@ var (
 func Default() *Cache {
 	defaultOnce.Do(func() { defaultCache = NewCache(DefaultCap, DefaultIdle, false) })
 	return defaultCache
+}
+
+// SetIdle changes the idle timeout (0: never close for idleness).
+func (c *Cache) SetIdle(idle time.Duration) {
+	c.mu.Lock()
+	c.setIdle(idle)
+	c.mu.Unlock()
 }
 
 // SetCap changes the cap; handles over it are closed as others open.
@@ -437,12 +444,16 @@ func (c *Cache) startSweeper() {
 		return
 	}
 	c.sweeping = true
-	interval := c.interval
 	c.mu.Unlock()
 	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for range t.C {
+		for {
+			c.mu.Lock()
+			interval := c.interval
+			c.mu.Unlock()
+			if interval <= 0 {
+				interval = time.Minute // no idle timeout now: look again later
+			}
+			time.Sleep(interval)
 			c.Sweep()
 		}
 	}()

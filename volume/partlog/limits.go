@@ -286,6 +286,9 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 		if manifestUnchangedNoSpace(err) {
 			return false, noSpace(why+": write manifest", err)
 		}
+		if err := manifestUnchangedTryLater(err); errors.Is(err, errTryLater) {
+			return false, fmt.Errorf("%s: write manifest: %w", why, err) // the next pass drops them
+		}
 		// The manifest may or may not have been replaced: like a failed
 		// checkpoint, this is final.
 		return false, l.fail(fmt.Errorf("%s: %w", why, err))

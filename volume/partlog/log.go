@@ -411,7 +411,7 @@ func (l *Log) rollLocked() error {
 		switch {
 		case isRecoverableNoSpace(err):
 			return noSpace("roll: write index entries", err)
-		case errors.Is(err, errIndexUnavailable):
+		case errors.Is(err, errTryLater):
 			return fmt.Errorf("%w: roll: %w", errRollNotDone, err)
 		}
 		return fmt.Errorf("roll: %w", err)
@@ -458,6 +458,10 @@ func (l *Log) rollLocked() error {
 			// active; the new one's files are unlisted and ours to remove.
 			l.removeSegmentFiles(seg)
 			return noSpace("roll", err)
+		}
+		if err := manifestUnchangedTryLater(err); errors.Is(err, errTryLater) {
+			l.removeSegmentFiles(seg)
+			return fmt.Errorf("%w: roll: %w", errRollNotDone, err)
 		}
 		return fmt.Errorf("roll: %w", err)
 	}

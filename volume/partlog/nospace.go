@@ -51,6 +51,16 @@ func manifestUnchangedNoSpace(err error) bool {
 	return isNoSpace(err) && errors.Is(err, volume.ErrNotReplaced)
 }
 
+// manifestUnchangedTryLater wraps err, a manifest write's error, in
+// errTryLater if it failed before its rename for want of descriptors (the
+// previous manifest is in place), and returns it unchanged otherwise.
+func manifestUnchangedTryLater(err error) error {
+	if errors.Is(err, volume.ErrNotReplaced) && transientOpenError(err) {
+		return fmt.Errorf("%w: %w", errTryLater, err)
+	}
+	return err
+}
+
 // noSpace wraps err, an ENOSPC, in ErrNoSpace.
 func noSpace(what string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrNoSpace, what, err)

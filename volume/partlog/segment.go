@@ -90,10 +90,12 @@ type indexFiles struct {
 	timesDone   int  // entries written to the time index
 }
 
-// errIndexUnavailable marks a flush that could not open an index file for
-// a transient reason (out of file descriptors): nothing was written to that
-// file, so the flush may simply be tried again later.
-var errIndexUnavailable = errors.New("index file unavailable")
+// errTryLater marks a step that could not open a file for a transient
+// reason (out of file descriptors, see transientOpenError) before it
+// changed anything: an index flush that wrote nothing to that file, a
+// manifest write that failed before its rename. It may simply be tried
+// again later.
+var errTryLater = errors.New("file unavailable; nothing changed")
 
 // transientOpenError reports whether an open failed for a reason that says
 // nothing about the file: out of file descriptors, interrupted, or a stale
@@ -243,7 +245,7 @@ func readPrefix(fsys volume.FS, name string, n int64) ([]byte, error) {
 // them, opening each file for it and closing it after. offsets and times
 // are snapshots taken under Log.mu: their first len() elements never
 // change. A file that could not be opened for a transient reason wraps
-// errIndexUnavailable; a failed fsync wraps errSyncFailed.
+// errTryLater; a failed fsync wraps errSyncFailed.
 func (f *indexFiles) flush(offsets []offsetEntry, times []timeEntry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -272,7 +274,7 @@ func (f *indexFiles) write(name, what string, buf []byte, off int64) error {
 	file, err := f.fsys.OpenReadWrite(name)
 	if err != nil {
 		if transientOpenError(err) {
-			return fmt.Errorf("open %s %s: %w: %w", what, name, errIndexUnavailable, err)
+			return fmt.Errorf("open %s %s: %w: %w", what, name, errTryLater, err)
 		}
 		return fmt.Errorf("open %s %s: %w", what, name, err)
 	}

@@ -359,7 +359,7 @@ func (s *syncer) round(forceCheckpoint bool) error {
 	}
 	if now := l.cfg.Now(); forceCheckpoint || now.Sub(s.lastCheckpoint) >= l.cfg.CheckpointInterval {
 		if err := s.checkpoint(seg, pos, target, offsets, times, files, segMax, firstAppend); err != nil {
-			if !errors.Is(err, ErrNoSpace) && !errors.Is(err, errIndexUnavailable) {
+			if !errors.Is(err, ErrNoSpace) && !errors.Is(err, errTryLater) {
 				l.fail(fmt.Errorf("checkpoint: %w", err))
 				return nil
 			}
@@ -449,7 +449,7 @@ func (s *syncer) checkpoint(seg *segment, pos, target int64, offsets []offsetEnt
 		if manifestUnchangedNoSpace(err) {
 			return noSpace("checkpoint", err)
 		}
-		return err
+		return manifestUnchangedTryLater(err)
 	}
 	return nil
 }

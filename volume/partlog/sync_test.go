@@ -424,3 +424,36 @@ func TestSyncPoolBusyLogDoesNotBlockOthers(t *testing.T) {
 	mustClose(t, a)
 	mustClose(t, b)
 }
+
+// TestManifestWriteWithoutDescriptors: a manifest write refused for want
+// of descriptors before its rename changes nothing: a checkpoint round
+// still acknowledges (the checkpoint waits for the next round), a roll is
+// undone and its append refused, and neither fails the log.
+func TestManifestWriteWithoutDescriptors(t *testing.T) {
+	clk := newFakeClock()
+	mem := newMemFS(t)
+	var fail atomic.Bool
+	fsys := faultfs.New(mem, func(op faultfs.Op) faultfs.Action {
+		if op.Kind == faultfs.OpCreateExclusive && strings.HasPrefix(path.Base(op.Path), ".manifest") && fail.Load() {
+			return faultfs.FailBefore(syscall.EMFILE)
+		}
+		return faultfs.Proceed
+	})
+	cfg := testConfig(t, 1, clk)
+	cfg.SegmentBytes = 1000
+	l := mustOpen(t, fsys, cfg)
+	defer mustClose(t, l)
+	mustAppend(t, l, batch(1, 600, 1))
+	fail.Store(true)
+	clk.Advance(2 * time.Second) // a checkpoint is due
+	mustSync(t, l, 0)
+	if _, err := l.Append(batch(1, 600, 2)); err == nil || l.Err() != nil || !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("Append whose roll cannot write the manifest = %v (log %v), want a retriable EMFILE", err, l.Err())
+	}
+	fail.Store(false)
+	res := mustAppend(t, l, batch(1, 600, 2))
+	if !res.Rolled {
+		t.Fatal("the next append did not roll")
+	}
+	mustSync(t, l, res.LastOffset)
+}

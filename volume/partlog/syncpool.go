@@ -65,7 +65,19 @@ func DefaultSyncPool() *SyncPool {
 }
 
 // Workers returns the pool's size.
-func (p *SyncPool) Workers() int { return p.max }
+func (p *SyncPool) Workers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.max
+}
+
+// SetWorkers changes the pool's size (at least 1): more workers start as
+// logs are queued, and workers beyond it exit once out of work.
+func (p *SyncPool) SetWorkers(n int) {
+	p.mu.Lock()
+	p.max = max(n, 1)
+	p.mu.Unlock()
+}
 
 // push queues s (just made syncQueued) and gets a worker to it: a waiting
 // one, or a new one while the pool has fewer than its size.
@@ -97,7 +109,7 @@ func (p *SyncPool) work() {
 	p.mu.Lock()
 	for {
 		for p.head == len(p.queue) {
-			if p.idle >= keepIdleWorkers {
+			if p.idle >= keepIdleWorkers || p.workers > p.max {
 				p.workers--
 				p.mu.Unlock()
 				return
