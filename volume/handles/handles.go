@@ -201,7 +201,9 @@ func (c *Cache) Acquire(h *Handle) (volume.File, error) {
 			break
 		}
 		if h.state.CompareAndSwap(s, s+1) {
-			h.used.Store(true)
+			if !h.used.Load() { // no store (and cache-line traffic) when set
+				h.used.Store(true)
+			}
 			return h.f, nil
 		}
 	}
@@ -273,7 +275,9 @@ func (c *Cache) openFor(h *Handle) (volume.File, error) {
 
 // Release unpins h. The last Release of a forgotten handle closes it.
 func (c *Cache) Release(h *Handle) {
-	h.lastUse.Store(c.tick.Load())
+	if t := c.tick.Load(); h.lastUse.Load() != t {
+		h.lastUse.Store(t)
+	}
 	for {
 		s := h.state.Load()
 		if s&pinMask == 0 {
