@@ -107,12 +107,27 @@ func writeAll(f File, data []byte) error {
 // had not failed. A crash before the rename can leave a temp file behind;
 // IsTempName recognises it.
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
+	if err := WriteFileRenamed(fsys, name, data); err != nil {
+		return err
+	}
+	dir := path.Clean(path.Dir(name))
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("write %s atomically: renamed, but sync dir %s: %w", name, dir, err)
+	}
+	return nil
+}
+
+// WriteFileRenamed is WriteFileAtomic without its last step: the rename is
+// done, but not yet durable. The caller fsyncs name's directory itself
+// before anything relies on the new contents surviving a crash, typically
+// once for several changes in that directory. Its errors are those of
+// WriteFileAtomic up to the rename.
+func WriteFileRenamed(fsys FS, name string, data []byte) error {
 	dir, base := path.Split(name)
 	dir = path.Clean(dir) // "" becomes "."; a trailing slash goes
 	if base == "" || base == "." || base == ".." {
 		return fmt.Errorf("write %s atomically: %w", name, syscall.EISDIR)
 	}
-
 	var f File
 	var tmp string
 	for attempt := 0; ; attempt++ {
@@ -166,9 +181,6 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 		// Usually not applied, so the temp is still there; if the reply was
 		// lost the Remove finds nothing, which is harmless.
 		return fail("rename", err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("write %s atomically: renamed, but sync dir %s: %w", name, dir, err)
 	}
 	return nil
 }

@@ -63,6 +63,8 @@ var brokerEnv = envdefault.Vars{
 
 	"max-partitions-per-broker":   "KAAS_MAX_PARTITIONS_PER_BROKER",
 	"max-producers-per-partition": "KAAS_MAX_PRODUCERS_PER_PARTITION",
+	"sync-workers":                "KAAS_SYNC_WORKERS",
+	"handle-idle":                 "KAAS_HANDLE_IDLE",
 
 	"group-initial-rebalance-delay":    "KAAS_GROUP_INITIAL_REBALANCE_DELAY",
 	"group-min-session-timeout":        "KAAS_GROUP_MIN_SESSION_TIMEOUT",

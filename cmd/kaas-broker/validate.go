@@ -58,7 +58,10 @@ var rangeRules = []rangeRule{
 	{"retention-check-interval", func(o *options) bool { return o.retention.checkInterval > 0 }, must("must be positive")},
 	{"max-partitions-per-broker", func(o *options) bool {
 		return o.budgets.maxPartitionsPerBroker >= 0 && o.budgets.maxPartitionsPerBroker <= math.MaxInt32
-	}, must("must be from 0 (derived from the fd limit) to 2147483647")},
+	}, must("must be from 0 (derived from the memory limit) to 2147483647")},
+	{"sync-workers", func(o *options) bool { return o.budgets.syncWorkers >= 1 && o.budgets.syncWorkers <= 1<<16 },
+		must("must be from 1 to 65536")},
+	{"handle-idle", func(o *options) bool { return o.budgets.handleIdle >= 0 }, must("must not be negative")},
 	{"max-producers-per-partition", func(o *options) bool {
 		return o.budgets.maxProducersPerPartition >= 1 && o.budgets.maxProducersPerPartition <= math.MaxInt32
 	}, must("must be from 1 to 2147483647")},

@@ -49,7 +49,7 @@ func Open(fsys volume.FS, dir string, o OpenOptions) (*Partition, Recovery, erro
 		return nil, rc, fmt.Errorf("open log: %w", err)
 	}
 	rc.LogOpen = time.Since(start)
-	ps, replayed, err := loadProducerState(fsys, dir, lg, o.MaxProducers)
+	ps, replayed, err := loadProducerState(fsys, dir, lg, o.MaxProducers, lg.OpenListing())
 	if err != nil {
 		_ = lg.Close()
 		return nil, rc, err

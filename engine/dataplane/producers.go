@@ -498,8 +498,17 @@ func listSnapshots(fsys volume.FS, dir string) (files []snapshotFile, legacy []s
 	if err != nil {
 		return nil, nil, fmt.Errorf("list producer snapshots in %s: %w", dir, err)
 	}
-	for _, e := range ents {
-		n := e.Name()
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	files, legacy = snapshotsIn(names)
+	return files, legacy, nil
+}
+
+// snapshotsIn is listSnapshots of a listing already made.
+func snapshotsIn(names []string) (files []snapshotFile, legacy []string) {
+	for _, n := range names {
 		if off, epoch, ok := parseSnapshotName(n); ok {
 			files = append(files, snapshotFile{offset: off, epoch: epoch, name: n})
 		} else if isLegacySnapshotName(n) {
@@ -512,7 +521,7 @@ func listSnapshots(fsys volume.FS, dir string) (files []snapshotFile, legacy []s
 		}
 		return cmp.Compare(b.epoch, a.epoch)
 	})
-	return files, legacy, nil
+	return files, legacy
 }
 
 // SnapshotOffsets lists the producer snapshot offsets in a partition
@@ -715,10 +724,18 @@ func pruneSnapshots(fsys volume.FS, dir string, keep int64) error {
 // its log end grows past them, so failing to remove one fails the load.
 // At most limit producers are kept (0: no cap), the least recently used
 // evicted first (producerbound.go).
-func loadProducerState(fsys volume.FS, dir string, lg *partlog.Log, limit int) (*producerState, int64, error) {
-	files, _, err := listSnapshots(fsys, dir)
-	if err != nil {
-		return nil, 0, err
+//
+// listing is the directory's names as the log's Open just listed them
+// (partlog.Log.OpenListing), nil to list it here.
+func loadProducerState(fsys volume.FS, dir string, lg *partlog.Log, limit int, listing []string) (*producerState, int64, error) {
+	var files []snapshotFile
+	if listing != nil {
+		files, _ = snapshotsIn(listing)
+	} else {
+		var err error
+		if files, _, err = listSnapshots(fsys, dir); err != nil {
+			return nil, 0, err
+		}
 	}
 	logStart := lg.LogStartOffset()
 	var usable []snapshotFile

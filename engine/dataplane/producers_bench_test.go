@@ -208,7 +208,7 @@ func BenchmarkProducerStateRebuild(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ps, n, err := loadProducerState(fsys, dir, lg, DefaultMaxProducersPerPartition)
+			ps, n, err := loadProducerState(fsys, dir, lg, DefaultMaxProducersPerPartition, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -172,7 +172,7 @@ func TestLoadProducerState(t *testing.T) {
 	if err := volume.WriteFileAtomic(fsys, path.Join(dir, legacy), []byte(`{"offset":`+fmt.Sprint(end)+`,"producers":{}}`)); err != nil {
 		t.Fatal(err)
 	}
-	got, replayed, err := loadProducerState(fsys, dir, lg, DefaultMaxProducersPerPartition)
+	got, replayed, err := loadProducerState(fsys, dir, lg, DefaultMaxProducersPerPartition, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

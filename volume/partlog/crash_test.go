@@ -68,19 +68,12 @@ func TestCrashRandomInterleavings(t *testing.T) {
 				return Config{Epoch: epoch, SegmentBytes: 4096, IndexIntervalBytes: 256,
 					CheckpointInterval: time.Second, SegmentAge: time.Hour, Now: clk.Now, Logger: logr.Discard()}
 			}
-			// Each Log instance sees mem through its own faultfs, so that a
-			// process crash can kill it: every later call fails, as if the
-			// process were gone, while its unsynced writes stay visible.
+			// Each Log instance sees mem through its own killable view.
 			var killed *bool
 			instance := func() volume.FS {
-				dead := new(bool)
+				fsys, dead := killable(mem)
 				killed = dead
-				return faultfs.New(mem, func(faultfs.Op) faultfs.Action {
-					if *dead {
-						return faultfs.CrashBefore
-					}
-					return faultfs.Proceed
-				})
+				return fsys
 			}
 			l := mustOpen(t, instance(), cfg())
 			acked := map[int64][]byte{}
@@ -150,6 +143,56 @@ func TestCrashRandomInterleavings(t *testing.T) {
 	}
 }
 
+// ackedWorkload opens the log with cfg and appends n batches of growing
+// sizes, syncing after every second one (the clock moved 700 ms, so that
+// checkpoints are written), and closes it. It returns what Sync
+// acknowledged, and the first error, at which it stops; an Append error
+// that refused says is skipped instead (the batch was not appended).
+func ackedWorkload(fsys volume.FS, cfg Config, clk *fakeClock, n int, refused func(error) bool) (map[int64][]byte, error) {
+	acked := map[int64][]byte{}
+	l, err := Open(fsys, testDir, cfg)
+	if err != nil {
+		return acked, err
+	}
+	defer l.Close()
+	var unacked []appendedBatch
+	for i := 0; i < n; i++ {
+		b := batch(1+i%3, 150+i*20, int64(i))
+		res, err := l.Append(b)
+		if err != nil {
+			if refused != nil && refused(err) {
+				continue
+			}
+			return acked, err
+		}
+		unacked = append(unacked, appendedBatch{res.BaseOffset, res.LastOffset, bytes.Clone(b)})
+		if i%2 == 1 {
+			clk.Advance(700 * time.Millisecond)
+			if err := l.Sync(context.Background(), res.LastOffset); err != nil {
+				return acked, err
+			}
+			for _, u := range unacked {
+				acked[u.base] = u.data
+			}
+			unacked = nil
+		}
+	}
+	return acked, l.Close()
+}
+
+// killable returns fsys seen through a faultfs that a process crash can
+// kill: once *dead is set every call fails, as if the process were gone,
+// while its unsynced writes stay visible.
+func killable(fsys volume.FS) (volume.FS, *bool) {
+	dead := new(bool)
+	return faultfs.New(fsys, func(faultfs.Op) faultfs.Action {
+		if *dead {
+			return faultfs.CrashBefore
+		}
+		return faultfs.Proceed
+	}), dead
+}
+
 type appendedBatch struct {
 	base, last int64
 	data       []byte
@@ -161,34 +204,9 @@ type appendedBatch struct {
 // a new epoch with every acknowledged batch intact.
 func TestCrashAtEveryMutation(t *testing.T) {
 	workload := func(fsys volume.FS, clk *fakeClock) (map[int64][]byte, error) {
-		acked := map[int64][]byte{}
 		cfg := Config{Epoch: 1, SegmentBytes: 1500, IndexIntervalBytes: 200,
 			CheckpointInterval: time.Second, Now: clk.Now, Logger: logr.Discard()}
-		l, err := Open(fsys, testDir, cfg)
-		if err != nil {
-			return acked, err
-		}
-		defer l.Close()
-		var unacked []appendedBatch
-		for i := 0; i < 12; i++ {
-			b := batch(1+i%3, 150+i*20, int64(i))
-			res, err := l.Append(b)
-			if err != nil {
-				return acked, err
-			}
-			unacked = append(unacked, appendedBatch{res.BaseOffset, res.LastOffset, bytes.Clone(b)})
-			if i%2 == 1 {
-				clk.Advance(700 * time.Millisecond)
-				if err := l.Sync(context.Background(), res.LastOffset); err != nil {
-					return acked, err
-				}
-				for _, u := range unacked {
-					acked[u.base] = u.data
-				}
-				unacked = nil
-			}
-		}
-		return acked, l.Close()
+		return ackedWorkload(fsys, cfg, clk, 12, nil)
 	}
 
 	crashSweep(t, 20, workload, func(t *testing.T, disk *memfs.FS, clk *fakeClock, acked map[int64][]byte, i int) {

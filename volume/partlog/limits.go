@@ -202,7 +202,7 @@ func (l *Log) EnforceRetention(now time.Time, p RetentionPolicy) (RetentionResul
 		// it can go (an empty active segment remains).
 		if err := l.rollLocked(); err != nil {
 			l.mu.Unlock()
-			if errors.Is(err, ErrNoSpace) {
+			if rollUndone(err) {
 				return res, fmt.Errorf("retention: roll the expired active segment: %w", err)
 			}
 			return res, l.fail(fmt.Errorf("retention: roll the expired active segment: %w", err))
@@ -230,13 +230,14 @@ func (l *Log) EnforceRetention(now time.Time, p RetentionPolicy) (RetentionResul
 
 // segmentTimeLocked is Kafka's "largest timestamp" of a segment (l.mu
 // held): its largest batch max timestamp, or, when no batch carried a
-// positive one, the modification time of its file. ok is false when neither
-// is known.
+// positive one, the modification time of its file (by name: an attribute
+// a few seconds stale does not matter here, and it takes no descriptor).
+// ok is false when neither is known.
 func (l *Log) segmentTimeLocked(s *segment) (int64, bool) {
 	if s.maxTS.ts > 0 && !s.maxTSUnknown {
 		return s.maxTS.ts, true
 	}
-	fi, err := s.rf.Stat()
+	fi, err := l.fsys.Stat(s.name)
 	if err != nil || fi.ModTime().IsZero() {
 		return 0, false
 	}
@@ -284,6 +285,9 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 	if err != nil {
 		if manifestUnchangedNoSpace(err) {
 			return false, noSpace(why+": write manifest", err)
+		}
+		if err := manifestUnchangedTryLater(err); errors.Is(err, errTryLater) {
+			return false, fmt.Errorf("%s: write manifest: %w", why, err) // the next pass drops them
 		}
 		// The manifest may or may not have been replaced: like a failed
 		// checkpoint, this is final.
@@ -354,8 +358,8 @@ func (l *Log) fenceFailure(why string, err error) error {
 // segments keep no other open) and then, if remove, removes its files. A
 // removal that fails leaves an orphan that the next sweep removes.
 func (l *Log) freeSegment(s *segment, remove bool) {
-	if err := s.rf.Close(); err != nil {
-		l.log.V(1).Info("closing the read handle of a dropped segment failed", "segment", s.rf.Name(), "err", err.Error())
+	if err := l.hc.Forget(s.h); err != nil {
+		l.log.V(1).Info("closing the read handle of a dropped segment failed", "segment", s.name, "err", err.Error())
 	}
 	if !remove {
 		return

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"slices"
 	"sort"
@@ -29,6 +30,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/handles"
 )
 
 // Defaults for Config fields left zero.
@@ -57,11 +59,21 @@ type Config struct {
 	// them: the epoch the fence held before a separate ClaimFence, which
 	// Open can no longer learn from the fence itself.
 	PreviousEpochs []int32
-	Now            func() time.Time
-	Logger         logr.Logger
+	// FenceNotDurable says the caller claimed the fence with
+	// ClaimFenceDeferred and was told it is not durable yet: Open makes it
+	// durable before it reads any older state and before its manifest.
+	FenceNotDurable bool
+	Now             func() time.Time
+	Logger          logr.Logger
 	// Rounds, if set, is told the timings of each group-commit round
 	// (rounds.go), measured with Now.
 	Rounds RoundObserver
+	// SyncPool runs the log's group-commit rounds; nil is the process-wide
+	// DefaultSyncPool.
+	SyncPool *SyncPool
+	// Handles caches the log's open files (segments and the append
+	// handle); nil is the process-wide handles.Default().
+	Handles *handles.Cache
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -138,11 +150,23 @@ type Log struct {
 	// fields of the active segment. No fsync of the active segment runs
 	// under it except at roll.
 	mu     sync.Mutex
-	segs   []*segment  // ordered by base; the last is active
-	wf     volume.File // append handle of the active segment
-	next   int64       // log end offset
-	maxTS  tsMark      // largest max timestamp appended
+	segs   []*segment      // ordered by base; the last is active
+	wh     *handles.Handle // append handle of the active segment (cached)
+	next   int64           // log end offset
+	maxTS  tsMark          // largest max timestamp appended
 	closed bool
+	// listing is Open's listing of the directory until OpenListing takes it.
+	listing []string
+	// fenceUnsynced is set during Open while the fence's rename may not be
+	// durable yet (a new partition's lean path).
+	fenceUnsynced bool
+
+	// hc caches the open files. written counts successful appends (under
+	// mu) and synced the count as of the last successful fsync of the
+	// active segment: the active segment's handles may be closed only
+	// while they are equal (clean), so that no write error is lost.
+	hc              *handles.Cache
+	written, synced atomic.Uint64
 
 	isClosed atomic.Bool // closed, readable without mu
 	logStart atomic.Int64
@@ -285,7 +309,7 @@ func (l *Log) AppendChecked(c Checked) (AppendResult, error) {
 	var res AppendResult
 	if l.shouldRollLocked(int64(len(batch)), int64(h.LastOffsetDelta), now) {
 		if err := l.rollLocked(); err != nil {
-			if errors.Is(err, ErrNoSpace) {
+			if rollUndone(err) {
 				return AppendResult{}, err
 			}
 			return AppendResult{}, l.fail(err)
@@ -301,17 +325,27 @@ func (l *Log) AppendChecked(c Checked) (AppendResult, error) {
 	}
 	stampBatch(batch, base, l.cfg.Epoch)
 	pos := s.size
-	n, err := l.wf.WriteAt(batch, pos)
+	wf, err := l.hc.Acquire(l.wh)
+	if err != nil {
+		// Nothing written: refused, the log stays healthy.
+		return AppendResult{}, fmt.Errorf("append: open %s: %w", s.name, err)
+	}
+	n, err := wf.WriteAt(batch, pos)
 	if err == nil && n < len(batch) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		err = fmt.Errorf("append to %s at position %d: %w", l.wf.Name(), pos, err)
+		err = fmt.Errorf("append to %s at position %d: %w", s.name, pos, err)
 		if isNoSpace(err) {
-			return AppendResult{}, l.undoWriteLocked(pos, err)
+			err = l.undoWriteLocked(wf, pos, err)
+		} else {
+			err = l.fail(err)
 		}
-		return AppendResult{}, l.fail(err)
+		l.hc.Release(l.wh)
+		return AppendResult{}, err
 	}
+	l.written.Add(1)
+	l.hc.Release(l.wh)
 	s.noteBatch(pos, base, last, h.MaxTimestamp, int64(l.cfg.IndexIntervalBytes))
 	s.size += int64(len(batch))
 	s.next = last + 1
@@ -363,26 +397,44 @@ func (l *Log) shouldRollLocked(n, lastDelta int64, now time.Time) bool {
 // is a valid sparse entry). A failed fsync is final, ENOSPC or not.
 func (l *Log) rollLocked() error {
 	old := l.segs[len(l.segs)-1]
-	if err := l.wf.Sync(); err != nil {
-		return fmt.Errorf("roll: sync segment %s: %w", l.wf.Name(), err)
+	wf, err := l.hc.Acquire(l.wh)
+	if err != nil {
+		return fmt.Errorf("%w: roll: open %s: %w", errRollNotDone, old.name, err)
+	}
+	err = wf.Sync()
+	l.hc.Release(l.wh)
+	if err != nil {
+		return fmt.Errorf("roll: sync segment %s: %w", old.name, err)
 	}
 	old.addTimeEntry() // final entry, so the time index ends at the segment max
-	if err := old.files.flush(old.offsets, old.times, true); err != nil {
-		if isRecoverableNoSpace(err) {
+	if err := old.files.flush(old.offsets, old.times); err != nil {
+		switch {
+		case isRecoverableNoSpace(err):
 			return noSpace("roll: write index entries", err)
+		case errors.Is(err, errTryLater):
+			return fmt.Errorf("%w: roll: %w", errRollNotDone, err)
 		}
 		return fmt.Errorf("roll: %w", err)
 	}
-	seg, wf, err := createSegment(l.fsys, l.dir, l.next, l.cfg.Epoch)
+	seg, wh, err := l.createSegment(l.next)
 	if err != nil {
 		if isRecoverableNoSpace(err) {
 			return noSpace("roll", err)
+		}
+		if errors.Is(err, errCreateUnavailable) {
+			return fmt.Errorf("%w: roll: %w", errRollNotDone, err)
 		}
 		return fmt.Errorf("roll: %w", err)
 	}
 	seg.seq = old.seq + 1
 	if err := l.checkFence(); err != nil {
-		closeSegment(seg, wf)
+		l.forgetSegment(seg, wh)
+		if transientFenceError(err) {
+			// Nothing durable names the new segment: undo the roll as
+			// for a full volume; the old segment stays active.
+			l.removeSegmentFiles(seg)
+			return fmt.Errorf("%w: roll: %w", errRollNotDone, err)
+		}
 		return fmt.Errorf("roll: %w", err)
 	}
 	l.manMu.Lock()
@@ -400,26 +452,42 @@ func (l *Log) rollLocked() error {
 	}
 	l.manMu.Unlock()
 	if err != nil {
-		closeSegment(seg, wf)
+		l.forgetSegment(seg, wh)
 		if manifestUnchangedNoSpace(err) {
 			// The manifest on the volume still names the old segment as
 			// active; the new one's files are unlisted and ours to remove.
 			l.removeSegmentFiles(seg)
 			return noSpace("roll", err)
 		}
+		if err := manifestUnchangedTryLater(err); errors.Is(err, errTryLater) {
+			l.removeSegmentFiles(seg)
+			return fmt.Errorf("%w: roll: %w", errRollNotDone, err)
+		}
 		return fmt.Errorf("roll: %w", err)
 	}
 
 	old.sealed = true
-	_ = old.files.close() // written and synced above; a close error loses nothing
+	old.ro.Store(true)
+	old.files.seal() // written and synced above
 	old.files = nil
-	if err := l.wf.Close(); err != nil {
-		l.log.V(1).Info("closing the append handle of a sealed segment failed", "segment", old.rf.Name(), "err", err.Error())
+	if err := l.hc.Forget(l.wh); err != nil {
+		l.log.V(1).Info("closing the append handle of a sealed segment failed", "segment", old.name, "err", err.Error())
 	}
-	l.wf = wf
+	l.wh = wh
 	l.segs = append(l.segs, seg)
 	l.log.V(1).Info("rolled segment", "sealed", segmentStem(old.base, old.epoch), "endOffset", l.next, "size", old.size)
 	return nil
+}
+
+// errRollNotDone marks a roll undone because its fence check failed for a
+// transient reason: the log stays healthy, the append that needed the roll
+// is refused (a retriable error), and the next one tries again.
+var errRollNotDone = errors.New("roll not done")
+
+// rollUndone reports whether a failed roll left the log as it was (a full
+// volume, or a fence that could not be read): not a failure of the log.
+func rollUndone(err error) bool {
+	return errors.Is(err, ErrNoSpace) || errors.Is(err, errRollNotDone)
 }
 
 // emptyCheckpoint is the checkpoint at the start of a new segment.
@@ -435,11 +503,22 @@ func (m manifest) clone() manifest {
 	return m
 }
 
-// checkFence opens and reads the fence: ErrFenced unless it holds our epoch.
+// errFenceMissing is a fence check's finding that there is no fence. A
+// writer's fence never goes away while it writes, so this is a reader
+// racing another host's replace of it (some filesystems answer ENOENT then)
+// or the directory replaced under it (a topic deleted): the sync rounds
+// retry it a few times before taking it for fencing.
+var errFenceMissing = fmt.Errorf("no fence: %w", fs.ErrNotExist)
+
+// checkFence opens and reads the fence: ErrFenced if it holds another
+// epoch, errFenceMissing if there is none.
 func (l *Log) checkFence() error {
 	epoch, err := readFence(l.fsys, l.dir)
 	if err != nil {
 		return fmt.Errorf("check fence: %w", err)
+	}
+	if epoch < 0 {
+		return fmt.Errorf("check fence: %w", errFenceMissing)
 	}
 	if epoch != l.cfg.Epoch {
 		return fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, epoch, l.cfg.Epoch)
@@ -447,9 +526,11 @@ func (l *Log) checkFence() error {
 	return nil
 }
 
-// readView is what a reader needs of one segment, copied under mu.
+// readView is what a reader needs of one segment, copied under mu, and
+// the segment's open file (acquireView).
 type readView struct {
 	seg     *segment
+	f       volume.File
 	limit   int64 // readable end (durable, below the high watermark)
 	offsets []offsetEntry
 	times   []timeEntry
@@ -457,9 +538,9 @@ type readView struct {
 }
 
 // viewAt returns the readable view of the segment holding offset (< hw),
-// loading its index if needed. The segment is pinned (see refs): the caller
-// calls l.unpin(v.seg) once done with its read handle, error or not, when
-// v.seg is non-nil.
+// its file open and its index loaded. The segment is pinned (see refs): the
+// caller calls l.unpin(v.seg) once done with its read handle, error or not,
+// when v.seg is non-nil.
 func (l *Log) viewAt(d *durableState, offset int64) (readView, error) {
 	l.mu.Lock()
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
@@ -470,7 +551,27 @@ func (l *Log) viewAt(d *durableState, offset int64) (readView, error) {
 	v := l.viewLocked(d, l.segs[i])
 	l.pinLocked(v.seg)
 	l.mu.Unlock()
+	v, err := l.acquireView(v)
+	if err != nil {
+		return v, err
+	}
 	return l.loadView(v)
+}
+
+// acquireView opens v's pinned segment file through the cache (outside
+// Log.mu: it may have to open it). On failure the segment is unpinned and
+// the view's seg is nil.
+func (l *Log) acquireView(v readView) (readView, error) {
+	f, err := l.hc.Acquire(v.seg.h)
+	if err != nil {
+		l.unpinOnly(v.seg)
+		if errors.Is(err, handles.ErrForgotten) {
+			err = ErrClosed
+		}
+		return readView{}, fmt.Errorf("open %s: %w", v.seg.name, err)
+	}
+	v.f = f
+	return v, nil
 }
 
 // viewLocked builds the view of s as of d.
@@ -539,12 +640,12 @@ func (l *Log) checkReadable(offset int64) (*durableState, error) {
 // findBatch returns the position of the batch holding offset in v.
 func findBatch(v readView, offset int64) (int64, error) {
 	pos := lookupPosition(v.offsets, v.seg.base, offset)
-	sc := newHeaderScanner(v.seg.rf, v.seg.rf.Name(), pos, v.limit)
+	sc := newHeaderScanner(v.f, v.seg.name, pos, v.limit)
 	defer sc.release()
 	for {
 		h, at, err := sc.next()
 		if err == io.EOF {
-			return 0, fmt.Errorf("%w: offset %d not found in %s below position %d", ErrCorruptLog, offset, v.seg.rf.Name(), v.limit)
+			return 0, fmt.Errorf("%w: offset %d not found in %s below position %d", ErrCorruptLog, offset, v.seg.name, v.limit)
 		}
 		if err != nil {
 			return 0, err
@@ -587,8 +688,8 @@ func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 	}
 	n0 := len(dst)
 	dst = slices.Grow(dst, int(want))[:n0+int(want)]
-	if err := readFullAt(v.seg.rf, dst[n0:], start); err != nil {
-		return dst[:n0], fmt.Errorf("read %s at %d: %w", v.seg.rf.Name(), start, err)
+	if err := readFullAt(v.f, dst[n0:], start); err != nil {
+		return dst[:n0], fmt.Errorf("read %s at %d: %w", v.seg.name, start, err)
 	}
 	// Keep the whole batches that fit.
 	buf := dst[n0:]
@@ -596,17 +697,17 @@ func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 	for total+BatchHeaderSize <= int64(len(buf)) {
 		h, err := ParseBatchHeader(buf[total:])
 		if err != nil {
-			return dst[:n0], fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, v.seg.rf.Name(), start+total, err)
+			return dst[:n0], fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, v.seg.name, start+total, err)
 		}
 		if total+h.Size() > int64(len(buf)) {
 			if total == 0 { // the first batch is bigger than maxBytes: return it whole
 				size := h.Size()
 				if size > avail {
-					return dst[:n0], fmt.Errorf("%w: %s: batch at %d runs past end %d", ErrCorruptLog, v.seg.rf.Name(), start, v.limit)
+					return dst[:n0], fmt.Errorf("%w: %s: batch at %d runs past end %d", ErrCorruptLog, v.seg.name, start, v.limit)
 				}
 				dst = slices.Grow(dst[:n0+int(want)], int(size-want))[:n0+int(size)]
-				if err := readFullAt(v.seg.rf, dst[n0+int(want):], start+want); err != nil {
-					return dst[:n0], fmt.Errorf("read %s at %d: %w", v.seg.rf.Name(), start+want, err)
+				if err := readFullAt(v.f, dst[n0+int(want):], start+want); err != nil {
+					return dst[:n0], fmt.Errorf("read %s at %d: %w", v.seg.name, start+want, err)
 				}
 				return dst, nil
 			}
@@ -657,7 +758,7 @@ func (l *Log) scanSegment(d *durableState, from int64, fn func(h BatchHeader) er
 	if err != nil {
 		return from, true, err
 	}
-	sc := newHeaderScanner(v.seg.rf, v.seg.rf.Name(), pos, v.limit)
+	sc := newHeaderScanner(v.f, v.seg.name, pos, v.limit)
 	defer sc.release()
 	for {
 		h, _, err := sc.next()
@@ -703,6 +804,10 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
 		}
 		l.pinLocked(s)
 		l.mu.Unlock()
+		v, err := l.acquireView(v)
+		if err != nil {
+			return 0, 0, false
+		}
 		offset, timestamp, found, err := l.offsetForTimestampIn(v, ts)
 		l.unpin(s)
 		if err != nil || found {
@@ -718,12 +823,12 @@ func (l *Log) offsetForTimestampIn(v readView, ts int64) (offset, timestamp int6
 	s := v.seg
 	v, err = l.loadView(v)
 	if err != nil {
-		l.log.Error(err, "offset for timestamp: loading index failed", "segment", s.rf.Name())
+		l.log.Error(err, "offset for timestamp: loading index failed", "segment", s.name)
 		return 0, 0, false, err
 	}
 	from := lookupTime(v.times, s.base, ts)
 	pos := lookupPosition(v.offsets, s.base, from)
-	sc := newHeaderScanner(s.rf, s.rf.Name(), pos, v.limit)
+	sc := newHeaderScanner(v.f, s.name, pos, v.limit)
 	defer sc.release()
 	for {
 		h, at, err := sc.next()
@@ -731,11 +836,11 @@ func (l *Log) offsetForTimestampIn(v readView, ts int64) (offset, timestamp int6
 			return 0, 0, false, nil
 		}
 		if err != nil {
-			l.log.Error(err, "offset for timestamp: scan failed", "segment", s.rf.Name())
+			l.log.Error(err, "offset for timestamp: scan failed", "segment", s.name)
 			return 0, 0, false, err
 		}
 		if h.MaxTimestamp >= ts {
-			if offset, timestamp, ok := l.recordAtOrAfter(s, at, h, ts); ok {
+			if offset, timestamp, ok := l.recordAtOrAfter(v, at, h, ts); ok {
 				return offset, timestamp, true, nil
 			}
 		}
@@ -779,19 +884,15 @@ func (l *Log) close() error {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rfs := make([]volume.File, 0, len(l.segs))
 	for _, s := range l.segs {
 		if s.files != nil {
-			if err := s.files.close(); err != nil {
-				errs = append(errs, err)
-			}
+			s.files.seal()
 		}
-		rfs = append(rfs, s.rf)
 	}
 	// Read handles may be in use by live Refs: the last Release closes them.
-	errs = append(errs, l.closeReadHandles(rfs)...)
-	if err := l.wf.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close %s: %w", l.wf.Name(), err))
+	errs = append(errs, l.closeReadHandles(l.segs)...)
+	if err := l.hc.Forget(l.wh); err != nil {
+		errs = append(errs, err)
 	}
 	if err := l.Err(); err != nil && len(errs) == 0 {
 		return err

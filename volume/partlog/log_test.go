@@ -464,7 +464,7 @@ func TestFencing(t *testing.T) {
 	mustSync(t, old, 1)
 
 	// A new leader claims the partition.
-	if err := writeFence(mem, testDir, 2); err != nil {
+	if err := writeFence(mem, testDir, 2, true); err != nil {
 		t.Fatal(err)
 	}
 	mustAppend(t, old, batch(2, 10, 1)) // the zombie may still write...
@@ -770,7 +770,7 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"negative epoch", nil, func(c Config) Config { c.Epoch = -1; return c }, nil},
 		{"segment bytes too large", nil, func(c Config) Config { c.SegmentBytes = 1 << 33; return c }, nil},
-		{"higher fence", func(f volume.FS) { _ = writeFence(f, testDir, 9) }, nil, ErrFenced},
+		{"higher fence", func(f volume.FS) { _ = writeFence(f, testDir, 9, true) }, nil, ErrFenced},
 		{"corrupt fence", func(f volume.FS) {
 			_ = volume.WriteFileAtomic(f, path.Join(testDir, fenceName), []byte("x"))
 		}, nil, ErrCorruptLog},

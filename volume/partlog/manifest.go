@@ -303,11 +303,17 @@ func readFence(fsys volume.FS, dir string) (int32, error) {
 	return int32(epoch), nil
 }
 
-// writeFence replaces dir's fence with epoch, atomically and durably.
-func writeFence(fsys volume.FS, dir string, epoch int32) error {
+// writeFence replaces dir's fence with epoch atomically, and durably if
+// syncDir (otherwise the caller fsyncs dir before it relies on the fence).
+func writeFence(fsys volume.FS, dir string, epoch int32, syncDir bool) error {
 	data := strconv.AppendInt(nil, int64(epoch), 10)
 	data = append(data, '\n')
-	if err := volume.WriteFileAtomic(fsys, path.Join(dir, fenceName), data); err != nil {
+	name := path.Join(dir, fenceName)
+	write := volume.WriteFileAtomic
+	if !syncDir {
+		write = volume.WriteFileRenamed
+	}
+	if err := write(fsys, name, data); err != nil {
 		return fmt.Errorf("write fence: %w", err)
 	}
 	return nil

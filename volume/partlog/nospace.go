@@ -51,17 +51,28 @@ func manifestUnchangedNoSpace(err error) bool {
 	return isNoSpace(err) && errors.Is(err, volume.ErrNotReplaced)
 }
 
+// manifestUnchangedTryLater wraps err, a manifest write's error, in
+// errTryLater if it failed before its rename for want of descriptors (the
+// previous manifest is in place), and returns it unchanged otherwise.
+func manifestUnchangedTryLater(err error) error {
+	if errors.Is(err, volume.ErrNotReplaced) && transientOpenError(err) {
+		return fmt.Errorf("%w: %w", errTryLater, err)
+	}
+	return err
+}
+
 // noSpace wraps err, an ENOSPC, in ErrNoSpace.
 func noSpace(what string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrNoSpace, what, err)
 }
 
-// undoWriteLocked undoes an append write that failed with ENOSPC (l.mu
-// held): it truncates the active segment back to pos, the end of the last
-// whole batch, so that neither a later append nor recovery sees the partial
-// batch. If the truncate fails too, the log fails: its tail is unknown.
-func (l *Log) undoWriteLocked(pos int64, err error) error {
-	if terr := l.wf.Truncate(pos); terr != nil {
+// undoWriteLocked undoes an append write through wf that failed with
+// ENOSPC (l.mu held): it truncates the active segment back to pos, the end
+// of the last whole batch, so that neither a later append nor recovery sees
+// the partial batch. If the truncate fails too, the log fails: its tail is
+// unknown.
+func (l *Log) undoWriteLocked(wf volume.File, pos int64, err error) error {
+	if terr := wf.Truncate(pos); terr != nil {
 		return l.fail(fmt.Errorf("%w; truncating back to %d failed: %w", err, pos, terr))
 	}
 	return noSpace(l.dir, err)

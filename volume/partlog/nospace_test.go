@@ -151,7 +151,6 @@ func TestRollNoSpace(t *testing.T) {
 		{"old index write", faultfs.OpWriteAt, "*" + indexExt, false},
 		{"old time index write", faultfs.OpWriteAt, "*" + timeIndexExt, false},
 		{"create log", faultfs.OpCreate, "*" + segmentExt, false},
-		{"open log for reading", faultfs.OpOpenReadWrite, "*" + segmentExt, false},
 		{"create index", faultfs.OpCreate, "*" + indexExt, false},
 		{"create time index", faultfs.OpCreate, "*" + timeIndexExt, false},
 		{"create manifest temp", faultfs.OpCreateExclusive, manifestTemp, false},

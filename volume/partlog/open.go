@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/handles"
 )
 
 // recoverChunk is the read size when verifying the CRC of tail batches.
@@ -19,23 +20,33 @@ const recoverChunk = 64 << 10
 // It takes over the partition for cfg.Epoch:
 //
 //  1. read the fence; a higher epoch there means ErrFenced. Write cfg.Epoch
-//     to it before reading anything else, so a previous writer can no longer
-//     acknowledge writes (its next sync round sees the new fence);
-//  2. read the manifest with the highest writer epoch (or adopt segment
-//     files found without one) and trust its sealed segments without
-//     reading them;
+//     to it, durably, before reading anything else, so a previous writer can
+//     no longer acknowledge writes (its next sync round sees the new fence);
+//  2. list the directory once (the temp sweep, recovery and the orphan sweep
+//     share the listing, and OpenListing hands it on); read the manifest
+//     with the highest writer epoch (or adopt segment files found without
+//     one) and trust its sealed segments without reading them;
 //  3. recover the last segment from the manifest checkpoint forward only:
 //     validate each batch (length, magic, CRC-32C, offsets), truncate at the
 //     first torn or invalid one, rebuild the index entries after the
-//     checkpoint, fsync. Segment files of epochs newer than the manifest's
-//     writer (a writer that died before its manifest was durable, or whose
-//     manifest is unreadable) are adopted after it: the manifest's chain
-//     is cut where the first of them starts, and only they are scanned;
+//     checkpoint, and fsync what that found or changed (nothing when the
+//     file ends at the checkpoint). Segment files of epochs newer than the
+//     manifest's writer (a writer that died before its manifest was
+//     durable, or whose manifest is unreadable) are adopted after it: the
+//     manifest's chain is cut where the first of them starts, and only they
+//     are scanned;
 //  4. if the last segment was created under another epoch, seal it at the
-//     recovered end and start a segment named with cfg.Epoch, recording
-//     (cfg.Epoch, end offset) in the epoch history;
+//     recovered end and start a segment named with cfg.Epoch (its files
+//     created, then one directory fsync), recording (cfg.Epoch, end offset)
+//     in the epoch history;
 //  5. write this epoch's manifest (manifest-e<epoch>.json), and only once it
 //     is durable remove the older ones.
+//
+// A brand-new partition (no fence, and nothing but temp files in the
+// listing) takes a lean path: there is no previous writer to stop, so the
+// fence's rename is made durable by the directory fsync that follows the
+// creation of the first segment's files, still before the manifest. Any
+// older state in the listing makes the fence durable before it is read.
 //
 // Everything recovered is durable, so the high watermark starts at the log
 // end offset. Open never creates dir: directories belong to the reconciler.
@@ -46,25 +57,58 @@ func Open(fsys volume.FS, dir string, cfg Config, opts ...Option) (*Log, error) 
 		return nil, err
 	}
 	l := &Log{fsys: fsys, dir: dir, cfg: cfg, opts: newOptions(opts), log: cfg.Logger.WithValues("dir", dir, "epoch", cfg.Epoch)}
+	l.hc = cfg.Handles
+	if l.hc == nil {
+		l.hc = handles.Default()
+	}
 	prev, err := l.claimFence()
 	if err != nil {
 		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
 	}
-	l.sweepTemps()
-	if err := l.recover(prev); err != nil {
+	entries, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open partition log %s: list: %w", dir, err)
+	}
+	entries = l.sweepTemps(entries)
+	if err := l.recover(prev, entries); err != nil {
 		l.closeHandles()
 		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
 	}
-	l.sync.start(l, cfg.Now())
+	l.listing = make([]string, len(entries))
+	for i, e := range entries {
+		l.listing[i] = e.Name()
+	}
+	pool := cfg.SyncPool
+	if pool == nil {
+		pool = DefaultSyncPool()
+	}
+	l.sync.start(l, pool, cfg.Now())
 	return l, nil
 }
 
-// claimFence is ClaimFence for this writer.
+// OpenListing returns the names Open found in the partition directory
+// (after its fence write and temp sweep, before recovery wrote anything),
+// sorted, for a caller that would otherwise list the directory again right
+// after Open (the producer-state snapshots). It hands them over once: later
+// calls return nil. Like any listing it may be stale on a shared volume.
+func (l *Log) OpenListing() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := l.listing
+	l.listing = nil
+	return names
+}
+
+// claimFence is the fence claim of Open: ClaimFence, except that a fence
+// found absent is written without its directory fsync, which recover
+// makes before it reads anything older or writes the manifest. So does a
+// fence the caller claimed that way (Config.FenceNotDurable).
 func (l *Log) claimFence() (int32, error) {
-	prev, err := ClaimFence(l.fsys, l.dir, l.cfg.Epoch)
+	prev, synced, err := claimFence(l.fsys, l.dir, l.cfg.Epoch, true)
 	if err == nil && prev < l.cfg.Epoch {
 		l.log.Info("claimed partition", "from", prev, "to", l.cfg.Epoch)
 	}
+	l.fenceUnsynced = l.cfg.FenceNotDurable || !synced
 	return prev, err
 }
 
@@ -76,44 +120,92 @@ func (l *Log) claimFence() (int32, error) {
 // Open claims the fence itself; a caller that claims it first, as its own
 // recorded step, passes the returned epoch in Config.PreviousEpochs.
 func ClaimFence(fsys volume.FS, dir string, epoch int32) (int32, error) {
-	prev, err := readFence(fsys, dir)
+	prev, _, err := claimFence(fsys, dir, epoch, false)
+	return prev, err
+}
+
+// ClaimFenceDeferred is ClaimFence for a claimant that opens the log next:
+// over an absent fence (a new partition: nobody to stop yet) it writes the
+// fence without the directory fsync and reports durable false; the caller
+// then passes Config.FenceNotDurable to Open, which makes the fence durable
+// before it reads any older state and before its manifest, sharing the
+// directory fsync that follows the creation of the first segment. Over an
+// existing fence it is ClaimFence (durable: a takeover's fence must be
+// durable before the old tail is read).
+func ClaimFenceDeferred(fsys volume.FS, dir string, epoch int32) (prev int32, durable bool, err error) {
+	return claimFence(fsys, dir, epoch, true)
+}
+
+// claimFence is ClaimFence; with deferNew, a fence found absent is renamed
+// into place without the directory fsync (synced false).
+func claimFence(fsys volume.FS, dir string, epoch int32, deferNew bool) (prev int32, synced bool, err error) {
+	prev, err = readFence(fsys, dir)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	switch {
 	case prev > epoch:
-		return 0, fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, prev, epoch)
+		return 0, false, fmt.Errorf("%w: fence holds epoch %d, this writer has %d", ErrFenced, prev, epoch)
 	case prev < epoch:
-		if err := writeFence(fsys, dir, epoch); err != nil {
-			return 0, err
+		if err := writeFence(fsys, dir, epoch, !(deferNew && prev < 0)); err != nil {
+			return 0, false, err
 		}
+		return prev, !(deferNew && prev < 0), nil
 	}
-	return prev, nil
+	return prev, true, nil
 }
 
-// sweepTemps removes temp files left by WriteFileAtomic after a crash. A
+// sweepTemps removes temp files left by WriteFileAtomic after a crash, as
+// entries (Open's listing) shows them, and returns entries without them. A
 // zombie's in-flight temp removed here only makes its rename fail.
-func (l *Log) sweepTemps() {
-	entries, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		l.log.V(1).Info("listing for temp sweep failed", "err", err.Error())
-		return
-	}
+func (l *Log) sweepTemps(entries []fs.DirEntry) []fs.DirEntry {
+	kept := entries[:0]
 	for _, e := range entries {
-		if volume.IsTempName(e.Name()) {
-			if err := l.fsys.Remove(path.Join(l.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				l.log.V(1).Info("removing temp file failed", "file", e.Name(), "err", err.Error())
-			}
+		if !volume.IsTempName(e.Name()) {
+			kept = append(kept, e)
+			continue
+		}
+		if err := l.fsys.Remove(path.Join(l.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.log.V(1).Info("removing temp file failed", "file", e.Name(), "err", err.Error())
 		}
 	}
+	return kept
+}
+
+// syncFence makes a fence written without its directory fsync durable (a
+// no-op when it is): before anything older than this writer is read, and
+// before its manifest can be durable.
+func (l *Log) syncFence() error {
+	if !l.fenceUnsynced {
+		return nil
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("sync dir %s after the fence: %w", l.dir, err)
+	}
+	l.fenceUnsynced = false
+	return nil
+}
+
+// onlyFence reports whether entries (Open's listing, temps swept) hold
+// nothing but the fence: a brand-new partition.
+func onlyFence(entries []fs.DirEntry) bool {
+	for _, e := range entries {
+		if e.Name() != fenceName {
+			return false
+		}
+	}
+	return true
 }
 
 // recover builds the Log's state from the volume and writes the manifest.
 // prevFence is the epoch the fence held before this writer claimed it.
-func (l *Log) recover(prevFence int32) error {
-	entries, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", l.dir, err)
+// entries is Open's listing of the directory, temps swept.
+func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
+	if !onlyFence(entries) {
+		// Older state: the fence must be durable before it is read.
+		if err := l.syncFence(); err != nil {
+			return err
+		}
 	}
 	// The previous fence holder's manifest is opened even if the listing
 	// (possibly stale on a shared volume) does not show it yet.
@@ -219,30 +311,37 @@ func (l *Log) recover(prevFence int32) error {
 				// Nothing in it: replace it rather than keep an empty sealed
 				// segment at the same base.
 				dropped = tail
-				closeSegment(tail, l.wf)
-				l.wf = nil
+				l.forgetSegment(tail, nil)
 				l.segs = l.segs[:len(l.segs)-1]
 				m.Segments = m.Segments[:len(m.Segments)-1]
 			} else {
 				l.sealTail(m, tail)
 			}
 		}
-		seg, wf, err := createSegment(l.fsys, l.dir, next, l.cfg.Epoch)
+		seg, wh, err := l.createSegment(next)
 		if err != nil {
 			return err
 		}
+		l.fenceUnsynced = false // createSegment's directory fsync covered the fence
 		seg.seq = len(l.segs)
 		l.segs = append(l.segs, seg)
-		l.wf = wf
+		l.wh = wh
 		m.Segments = append(m.Segments, manifestSegment{Base: seg.base, Epoch: seg.epoch})
 		tail = seg
+	} else {
+		// Our own epoch's segment (a reopen): append to it, opening its
+		// append handle on the first append.
+		l.wh = l.hc.NewHandle(l.segmentOpener(tail.name, nil), l.clean)
 	}
 	if n := len(m.Epochs); n == 0 || m.Epochs[n-1].Epoch != l.cfg.Epoch {
 		m.Epochs = addEpoch(m.Epochs, EpochEntry{Epoch: l.cfg.Epoch, StartOffset: next})
 		l.log.Info("started leader epoch", "startOffset", next)
 	}
-	if err := l.fsys.SyncDir(l.dir); err != nil {
-		return fmt.Errorf("sync dir %s: %w", l.dir, err)
+	// The manifest may name nothing the directory does not hold durably
+	// (createSegment synced the new segment's files), and never a fence
+	// that could be lost.
+	if err := l.syncFence(); err != nil {
+		return err
 	}
 
 	m.Version = manifestVersion
@@ -259,6 +358,10 @@ func (l *Log) recover(prevFence int32) error {
 	// The recovery may have taken long: make sure nobody claimed the
 	// partition meanwhile before publishing our view of it.
 	if err := l.checkFence(); err != nil {
+		if errors.Is(err, errFenceMissing) {
+			// Claimed above and gone: the directory was replaced.
+			return fmt.Errorf("%w: the fence claimed at epoch %d is gone", ErrFenced, l.cfg.Epoch)
+		}
 		return err
 	}
 	if err := writeManifest(l.fsys, l.dir, m); err != nil {
@@ -293,7 +396,7 @@ func (l *Log) recover(prevFence int32) error {
 func (l *Log) recoverSegment(m *manifest, i int, cp *checkpoint, limit int64) (*segment, error) {
 	s, err := l.recoverTail(m.Segments[i], cp, len(l.segs), limit)
 	if err != nil {
-		closeSegment(s, nil)
+		l.forgetSegment(s, nil)
 		return nil, err
 	}
 	l.segs = append(l.segs, s)
@@ -334,8 +437,9 @@ func addEpoch(history []EpochEntry, e EpochEntry) []EpochEntry {
 	return append(history, e)
 }
 
-// openSealed opens a sealed segment for reading, checking that the file is
-// at least as long as its sealed size. Its indexes load on first use.
+// openSealed checks that a sealed segment's file is at least as long as
+// its sealed size and leaves it open in the cache, least recently used
+// first. Its indexes load on first use.
 func (l *Log) openSealed(ms manifestSegment, seq int) (*segment, error) {
 	logPath, _, _ := segmentPaths(l.dir, ms.Base, ms.Epoch)
 	rf, err := l.fsys.Open(logPath)
@@ -354,12 +458,39 @@ func (l *Log) openSealed(ms manifestSegment, seq int) (*segment, error) {
 		_ = rf.Close()
 		return nil, fmt.Errorf("%w: sealed segment %s has %d bytes, manifest says %d", ErrCorruptLog, logPath, fi.Size(), ms.Size)
 	}
-	return &segment{
-		base: ms.Base, epoch: ms.Epoch, seq: seq, rf: rf,
+	s := &segment{
+		base: ms.Base, epoch: ms.Epoch, seq: seq, name: logPath,
 		sealed: true, size: ms.Size, next: ms.EndOffset,
 		maxTS:        tsMark{ts: ms.MaxTimestamp, base: -1, last: ms.MaxTimestampOffset},
 		maxTSUnknown: ms.MaxTimestampUnknown,
-	}, nil
+	}
+	s.ro.Store(true)
+	s.h = l.hc.Adopt(rf, l.segmentOpener(logPath, s), nil)
+	return s, nil
+}
+
+// segmentOpener opens the segment file name for a cached handle: read-only
+// once s is sealed (s nil: always read-write, for an append handle).
+func (l *Log) segmentOpener(name string, s *segment) func() (volume.File, error) {
+	return func() (volume.File, error) {
+		if s != nil && s.ro.Load() {
+			return l.fsys.Open(name)
+		}
+		return l.fsys.OpenReadWrite(name)
+	}
+}
+
+// clean reports whether everything appended has been fsynced, so that the
+// active segment's handles may be closed (handles.Handle's evictable): a
+// file closed with writes not yet fsynced could lose the report of a
+// write error.
+func (l *Log) clean() bool { return l.written.Load() == l.synced.Load() }
+
+// newSegmentHandle gives s its cached read (and, while active, fsync)
+// handle, closed: it opens on first use. Sealed segments may always be
+// closed; the active one only while the log is clean.
+func (l *Log) newSegmentHandle(s *segment) {
+	s.h = l.hc.NewHandle(l.segmentOpener(s.name, s), func() bool { return s.ro.Load() || l.clean() })
 }
 
 // sealTail seals the recovered last segment of a previous epoch at its
@@ -375,13 +506,10 @@ func (l *Log) sealTail(m *manifest, tail *segment) {
 // sealed end in ms.
 func (l *Log) sealRecovered(ms *manifestSegment, s *segment) {
 	s.sealed = true
+	s.ro.Store(true)
 	if s.files != nil {
-		_ = s.files.close() // flushed and synced by recoverTail
+		s.files.seal() // flushed and synced by recoverTail
 		s.files = nil
-	}
-	if l.wf != nil {
-		_ = l.wf.Close()
-		l.wf = nil
 	}
 	ms.Sealed = true
 	ms.EndOffset = s.next
@@ -425,7 +553,8 @@ func (l *Log) removeSegmentFiles(s *segment) {
 // recoverTail opens the last segment read-write and recovers it: state from
 // the checkpoint (if cp is non-nil), then every batch after it validated,
 // the file truncated at the first torn or invalid batch, index entries
-// rebuilt, and segment and indexes fsynced.
+// rebuilt, and the segment (if anything followed the checkpoint) and the
+// indexes (if entries were rebuilt) fsynced.
 //
 // With limit >= 0 the segment is one that a newer epoch's segment starting
 // at offset limit follows: it is recovered up to exactly limit (an error
@@ -434,26 +563,17 @@ func (l *Log) removeSegmentFiles(s *segment) {
 // late appends, never read. The caller seals it.
 func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int64) (*segment, error) {
 	logPath, indexPath, timePath := segmentPaths(l.dir, ms.Base, ms.Epoch)
-	wf, err := l.fsys.OpenReadWrite(logPath)
+	s := &segment{base: ms.Base, epoch: ms.Epoch, seq: seq, name: logPath, next: ms.Base, maxTS: noTS, indexLoaded: true}
+	s.files = &indexFiles{fsys: l.fsys, offsetPath: indexPath, timePath: timePath}
+	l.newSegmentHandle(s)
+	wf, err := l.hc.Acquire(s.h)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: last segment %s is missing", ErrCorruptLog, logPath)
+			return s, fmt.Errorf("%w: last segment %s is missing", ErrCorruptLog, logPath)
 		}
-		return nil, fmt.Errorf("open last segment: %w", err)
+		return s, fmt.Errorf("open last segment: %w", err)
 	}
-	l.wf = wf
-	rf, err := l.fsys.OpenReadWrite(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("open last segment for reading: %w", err)
-	}
-	s := &segment{base: ms.Base, epoch: ms.Epoch, seq: seq, rf: rf, next: ms.Base, maxTS: noTS, indexLoaded: true}
-	s.files = &indexFiles{}
-	if s.files.offsetFile, err = openOrCreate(l.fsys, indexPath); err != nil {
-		return s, err
-	}
-	if s.files.timeFile, err = openOrCreate(l.fsys, timePath); err != nil {
-		return s, err
-	}
+	defer l.hc.Release(s.h)
 	fi, err := wf.Stat()
 	if err != nil {
 		return s, fmt.Errorf("stat %s: %w", logPath, err)
@@ -477,7 +597,7 @@ func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int
 		kept, keptTimes = 0, 0
 	}
 
-	reason, err := l.scanTail(s, fileSize, limit)
+	reason, err := l.scanTail(s, wf, fileSize, limit)
 	if err != nil {
 		return s, err
 	}
@@ -494,9 +614,13 @@ func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int
 		}
 	}
 	// The tail may hold batches the previous writer never synced: make them
-	// durable before the high watermark covers them.
-	if err := wf.Sync(); err != nil {
-		return s, fmt.Errorf("sync recovered segment %s: %w", logPath, err)
+	// durable before the high watermark covers them, and a truncation
+	// durable with them. Nothing past the checkpoint (fsynced before it was
+	// written) needs no fsync.
+	if s.size > durableEnd || (limit < 0 && fileSize > s.size) {
+		if err := wf.Sync(); err != nil {
+			return s, fmt.Errorf("sync recovered segment %s: %w", logPath, err)
+		}
 	}
 	if s.size > 0 && s.firstAppend.IsZero() {
 		s.firstAppend = l.cfg.Now() // unknown: count the age from now
@@ -504,15 +628,13 @@ func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int
 
 	// Index files: keep the checkpointed entries, drop the rest, write the
 	// rebuilt ones.
-	s.files.offsetsDone, s.files.timesDone = kept, keptTimes
-	if err := s.files.offsetFile.Truncate(int64(kept) * indexEntrySize); err != nil {
-		return s, fmt.Errorf("truncate %s: %w", indexPath, err)
+	if err := s.files.truncate(kept, keptTimes); err != nil {
+		return s, err
 	}
-	if err := s.files.timeFile.Truncate(int64(keptTimes) * timeIndexEntrySize); err != nil {
-		return s, fmt.Errorf("truncate %s: %w", timePath, err)
-	}
-	if err := s.files.flush(s.offsets, s.times, true); err != nil {
-		return s, fmt.Errorf("rebuild indexes: %w", err)
+	if len(s.offsets) > kept || len(s.times) > keptTimes {
+		if err := s.files.flush(s.offsets, s.times); err != nil {
+			return s, fmt.Errorf("rebuild indexes: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -552,7 +674,7 @@ func (l *Log) loadCheckpoint(s *segment, cp *checkpoint, indexPath, timePath str
 // read errors are returned as errors. It reads nothing before s.size. With
 // limit >= 0 it also stops once s.next reaches limit, and at a batch that
 // would pass it.
-func (l *Log) scanTail(s *segment, fileSize, limit int64) (reason string, err error) {
+func (l *Log) scanTail(s *segment, rf volume.File, fileSize, limit int64) (reason string, err error) {
 	var hdr [BatchHeaderSize]byte
 	chunk := make([]byte, recoverChunk)
 	interval := int64(l.cfg.IndexIntervalBytes)
@@ -563,8 +685,8 @@ func (l *Log) scanTail(s *segment, fileSize, limit int64) (reason string, err er
 		if fileSize-pos < BatchHeaderSize {
 			return fmt.Sprintf("partial header at %d", pos), nil
 		}
-		if err := readFullAt(s.rf, hdr[:], pos); err != nil {
-			return "", fmt.Errorf("read %s at %d: %w", s.rf.Name(), pos, err)
+		if err := readFullAt(rf, hdr[:], pos); err != nil {
+			return "", fmt.Errorf("read %s at %d: %w", s.name, pos, err)
 		}
 		h, perr := ParseBatchHeader(hdr[:])
 		if perr != nil {
@@ -585,8 +707,8 @@ func (l *Log) scanTail(s *segment, fileSize, limit int64) (reason string, err er
 		crc := crc32Update(0, hdr[offAttributes:])
 		for at := pos + BatchHeaderSize; at < end; {
 			n := min(int64(len(chunk)), end-at)
-			if err := readFullAt(s.rf, chunk[:n], at); err != nil {
-				return "", fmt.Errorf("read %s at %d: %w", s.rf.Name(), at, err)
+			if err := readFullAt(rf, chunk[:n], at); err != nil {
+				return "", fmt.Errorf("read %s at %d: %w", s.name, at, err)
 			}
 			crc = crc32Update(crc, chunk[:n])
 			at += n
@@ -762,83 +884,75 @@ func openOrCreate(fsys volume.FS, name string) (volume.File, error) {
 	return f, nil
 }
 
-// createSegment creates the files of a new, empty segment (truncating any
-// unlisted leftover of the same name) and fsyncs the directory. It returns
-// the segment (its read/sync handle open) and its append handle.
+// errCreateUnavailable marks a segment creation that failed for want of
+// file descriptors: nothing was created, and it may be tried again.
+var errCreateUnavailable = errors.New("segment files not created")
+
+// createSegment creates the files of a new, empty segment of this writer's
+// epoch at base (truncating any unlisted leftover of the same name) and
+// fsyncs the directory. It returns the segment (its read/sync handle
+// closed: it opens on first use) and its append handle (open).
 //
 // If a step fails, the files it created are removed again (they are
 // unlisted, of the caller's own epoch, so nobody else reads them), so a full
 // volume leaves no half-created segment behind; the directory is not synced
 // after the removal, and a crash that resurrects the files leaves an
 // unlisted empty segment, which recovery ignores.
-func createSegment(fsys volume.FS, dir string, base int64, epoch int32) (*segment, volume.File, error) {
-	logPath, indexPath, timePath := segmentPaths(dir, base, epoch)
-	s := &segment{base: base, epoch: epoch, next: base, maxTS: noTS, indexLoaded: true, files: &indexFiles{}}
-	var wf volume.File
-	var err error
+func (l *Log) createSegment(base int64) (*segment, *handles.Handle, error) {
+	logPath, indexPath, timePath := segmentPaths(l.dir, base, l.cfg.Epoch)
+	s := &segment{base: base, epoch: l.cfg.Epoch, name: logPath, next: base, maxTS: noTS, indexLoaded: true,
+		files: &indexFiles{fsys: l.fsys, offsetPath: indexPath, timePath: timePath}}
 	var created []string
-	fail := func(step string, err error) (*segment, volume.File, error) {
-		closeSegment(s, wf)
+	fail := func(step string, err error) (*segment, *handles.Handle, error) {
 		for _, name := range created {
-			_ = fsys.Remove(name)
+			_ = l.fsys.Remove(name)
+		}
+		if transientOpenError(err) {
+			err = fmt.Errorf("%w: %w", errCreateUnavailable, err)
 		}
 		return nil, nil, fmt.Errorf("create segment %s: %s: %w", logPath, step, err)
 	}
-	if wf, err = fsys.Create(logPath); err != nil {
-		created = append(created, logPath) // a lost reply may have created it
+	wf, err := l.fsys.Create(logPath)
+	created = append(created, logPath) // a lost reply may have created it
+	if err != nil {
 		return fail("create", err)
 	}
-	created = append(created, logPath)
-	if s.rf, err = fsys.OpenReadWrite(logPath); err != nil {
-		return fail("open for reading", err)
+	for _, p := range []string{indexPath, timePath} {
+		f, err := l.fsys.Create(p)
+		created = append(created, p)
+		if err != nil {
+			_ = wf.Close()
+			return fail("create index", err)
+		}
+		_ = f.Close() // empty: nothing to lose
 	}
-	s.files.offsetFile, err = fsys.Create(indexPath)
-	created = append(created, indexPath)
-	if err != nil {
-		return fail("create offset index", err)
-	}
-	s.files.timeFile, err = fsys.Create(timePath)
-	created = append(created, timePath)
-	if err != nil {
-		return fail("create time index", err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		_ = wf.Close()
 		return fail("sync dir", fmt.Errorf("%w: %w", errSyncFailed, err))
 	}
-	return s, wf, nil
+	l.newSegmentHandle(s)
+	return s, l.hc.Adopt(wf, l.segmentOpener(logPath, nil), l.clean), nil
 }
 
-// closeSegment closes whatever handles of s (and wf) are open, ignoring
-// errors: it is used on paths that already failed or hold nothing unsynced.
-func closeSegment(s *segment, wf volume.File) {
-	if wf != nil {
-		_ = wf.Close()
+// forgetSegment gives back the handles of s (and wh) to the cache, which
+// closes them: used on paths that already failed or hold nothing unsynced.
+func (l *Log) forgetSegment(s *segment, wh *handles.Handle) {
+	if wh != nil {
+		_ = l.hc.Forget(wh)
 	}
-	if s == nil {
-		return
-	}
-	if s.rf != nil {
-		_ = s.rf.Close()
-	}
-	if s.files != nil {
-		if s.files.offsetFile != nil {
-			_ = s.files.offsetFile.Close()
-		}
-		if s.files.timeFile != nil {
-			_ = s.files.timeFile.Close()
-		}
-		s.files.offsetFile, s.files.timeFile = nil, nil
+	if s != nil && s.h != nil {
+		_ = l.hc.Forget(s.h)
 	}
 }
 
-// closeHandles closes everything a failed Open opened.
+// closeHandles gives back everything a failed Open opened.
 func (l *Log) closeHandles() {
 	for _, s := range l.segs {
-		closeSegment(s, nil)
+		l.forgetSegment(s, nil)
 	}
-	if l.wf != nil {
-		_ = l.wf.Close()
-		l.wf = nil
+	if l.wh != nil {
+		_ = l.hc.Forget(l.wh)
+		l.wh = nil
 	}
 }
 

@@ -47,21 +47,22 @@ func (r Ref) Release() {
 	r.hold.l.unref()
 }
 
-// refs counts live Refs and defers closing the segment read handles until
-// the last one is released.
+// refs counts live Refs and refuses new ones once Close has begun.
 //
 // It also pins segments: every read of a segment's handle (a live Ref, or a
 // Read, Scan or OffsetForTimestamp in progress) holds a pin on the segment,
-// taken under Log.mu while the segment is still in Log.segs. A segment that
-// retention or DeleteRecordsBefore drops is retired: its read handle is
+// taken under Log.mu while the segment is still in Log.segs, and with it a
+// pin on the segment's cached file handle (acquireView), so that the cache
+// never closes a descriptor a reader or a sender (sendfile) uses. A segment
+// that retention or DeleteRecordsBefore drops is retired: its read handle is
 // closed, and then its files removed, by whoever drops the last pin (the
 // dropper itself when there is none), so the disk is really freed and no
-// sender ever finds its descriptor closed or reused under it.
+// sender ever finds its descriptor closed or reused under it. Close forgets
+// every handle: the cache closes each at once, or at its last release.
 type refs struct {
 	mu      sync.Mutex
-	n       int           // live references
-	closing bool          // Close has begun: no new references
-	pending []volume.File // read handles Close left to the last Release
+	n       int  // live references
+	closing bool // Close has begun: no new references
 
 	pins    map[*segment]int  // readers using each segment's read handle
 	retired map[*segment]bool // dropped segments waiting for their last pin
@@ -77,9 +78,16 @@ func (l *Log) pinLocked(s *segment) {
 	l.refs.mu.Unlock()
 }
 
-// unpin drops a pin taken by pinLocked. The last pin of a retired segment
-// closes its read handle and removes its files.
+// unpin drops a pin taken by pinLocked and the handle pin acquireView took
+// with it. The last pin of a retired segment closes its read handle and
+// removes its files.
 func (l *Log) unpin(s *segment) {
+	l.hc.Release(s.h)
+	l.unpinOnly(s)
+}
+
+// unpinOnly drops a pin taken by pinLocked whose handle is not held.
+func (l *Log) unpinOnly(s *segment) {
 	l.refs.mu.Lock()
 	n := l.refs.pins[s] - 1
 	if n < 0 {
@@ -148,39 +156,24 @@ func (l *Log) acquire() (*refHold, error) {
 func (l *Log) unref() {
 	l.refs.mu.Lock()
 	l.refs.n--
-	if l.refs.n < 0 {
-		l.refs.mu.Unlock()
-		panic("partlog: Ref released more often than acquired")
-	}
-	var files []volume.File
-	if l.refs.n == 0 && l.refs.closing {
-		files, l.refs.pending = l.refs.pending, nil
-	}
+	n := l.refs.n
 	l.refs.mu.Unlock()
-	for _, f := range files {
-		if err := f.Close(); err != nil {
-			l.log.V(1).Info("closing a segment read handle after the last reference failed", "segment", f.Name(), "err", err.Error())
-		}
+	if n < 0 {
+		panic("partlog: Ref released more often than acquired")
 	}
 }
 
-// closeReadHandles closes the segments' read handles now when no Ref is
-// live, and otherwise leaves them to the last Release (their close errors
-// are then only logged: the handles are read-only in use and everything was
-// synced through the append handle). Called once, by Close.
-func (l *Log) closeReadHandles(files []volume.File) []error {
+// closeReadHandles forgets the segments' read handles: the cache closes
+// each now when nothing holds it, and otherwise at its last release (a
+// live Ref's, or a read's in progress). Called once, by Close.
+func (l *Log) closeReadHandles(segs []*segment) []error {
 	l.refs.mu.Lock()
 	l.refs.closing = true
-	if l.refs.n > 0 {
-		l.refs.pending = files
-		l.refs.mu.Unlock()
-		return nil
-	}
 	l.refs.mu.Unlock()
 	var errs []error
-	for _, f := range files {
-		if err := f.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", f.Name(), err))
+	for _, s := range segs {
+		if err := l.hc.Forget(s.h); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errs
@@ -253,7 +246,7 @@ func (l *Log) readRefIn(v readView, offset int64, maxBytes int, below int64) (Re
 	if err != nil {
 		return Ref{}, err
 	}
-	rf := v.seg.rf
+	rf := v.f
 	avail := v.limit - start
 	want := min(int64(max(maxBytes, 0)), avail)
 	if want < BatchHeaderSize {
@@ -281,14 +274,14 @@ func (l *Log) readRefIn(v readView, offset int64, maxBytes int, below int64) (Re
 		if bufPos < 0 || p+BatchHeaderSize > bufPos+int64(bufLen) {
 			n := int(min(int64(len(buf)), end-p))
 			if err := readFullAt(rf, buf[:n], p); err != nil {
-				return Ref{}, fmt.Errorf("read %s at %d: %w", rf.Name(), p, err)
+				return Ref{}, fmt.Errorf("read %s at %d: %w", v.seg.name, p, err)
 			}
 			bufPos, bufLen = p, n
 		}
 		off := p - bufPos
 		h, err := ParseBatchHeader(buf[off : off+BatchHeaderSize])
 		if err != nil {
-			return Ref{}, fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, rf.Name(), p, err)
+			return Ref{}, fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, v.seg.name, p, err)
 		}
 		if h.BaseOffset >= below {
 			break
@@ -296,7 +289,7 @@ func (l *Log) readRefIn(v readView, offset int64, maxBytes int, below int64) (Re
 		if p+h.Size() > end {
 			if p == start { // the first batch is bigger than maxBytes: return it whole
 				if h.Size() > avail {
-					return Ref{}, fmt.Errorf("%w: %s: batch at %d runs past end %d", ErrCorruptLog, rf.Name(), start, v.limit)
+					return Ref{}, fmt.Errorf("%w: %s: batch at %d runs past end %d", ErrCorruptLog, v.seg.name, start, v.limit)
 				}
 				return Ref{File: rf, Pos: start, Len: int(h.Size())}, nil
 			}

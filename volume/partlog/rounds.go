@@ -21,7 +21,8 @@ type SyncRound struct {
 }
 
 // RoundObserver is told about every sync round that succeeded as far as
-// its fence check, on the log's syncer goroutine: it must not block.
+// its fence check, on the SyncPool worker that ran the round: it must not
+// block.
 type RoundObserver interface {
 	ObserveSyncRound(SyncRound)
 }

@@ -8,9 +8,12 @@ import (
 	"io/fs"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/handles"
 )
 
 // offsetEntry is one sparse offset index entry: the batch starting at
@@ -45,10 +48,13 @@ type segment struct {
 	base  int64
 	epoch int32
 	seq   int // creation order within this Log: later segments have larger seq
-	// rf is the handle readers pread from. For the active segment it is a
-	// second read-write handle, distinct from the append handle, on which the
-	// syncer calls Sync, so that Sync and WriteAt never share a File.
-	rf volume.File
+	// h is the cached handle readers pread from (Log.acquireView). For the
+	// active segment it is a second read-write handle, distinct from the
+	// append handle, on which the syncer calls Sync, so that Sync and
+	// WriteAt never share a File; once sealed it reopens read-only (ro).
+	h    *handles.Handle
+	name string // the segment file's path
+	ro   atomic.Bool
 
 	sealed bool   // (mu)
 	size   int64  // (mu) bytes of whole batches
@@ -70,15 +76,33 @@ type segment struct {
 	files       *indexFiles // non-nil while the segment is active
 }
 
-// indexFiles are the open index files of the active segment. Entries reach
-// them in checkpoint rounds, at roll and at Close; recovery trusts only the
-// count recorded in the manifest checkpoint.
+// indexFiles are the index files of the active segment. Entries reach them
+// in checkpoint rounds, at roll and at Close, each flush opening the files,
+// writing, fsyncing and closing them: an idle partition holds none open.
+// Recovery trusts only the count recorded in the manifest checkpoint.
 type indexFiles struct {
+	fsys        volume.FS
 	mu          sync.Mutex // serialises writers: syncer, roll, Close
-	offsetFile  volume.File
-	timeFile    volume.File
-	offsetsDone int // entries written to offsetFile
-	timesDone   int // entries written to timeFile
+	offsetPath  string
+	timePath    string
+	done        bool // sealed: later flushes are no-ops
+	offsetsDone int  // entries written to the offset index
+	timesDone   int  // entries written to the time index
+}
+
+// errTryLater marks a step that could not open a file for a transient
+// reason (out of file descriptors, see transientOpenError) before it
+// changed anything: an index flush that wrote nothing to that file, a
+// manifest write that failed before its rename. It may simply be tried
+// again later.
+var errTryLater = errors.New("file unavailable; nothing changed")
+
+// transientOpenError reports whether an open failed for a reason that says
+// nothing about the file: out of file descriptors, interrupted, or a stale
+// NFS handle on the way.
+func transientOpenError(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.ESTALE)
 }
 
 // noteBatch updates the segment's max timestamp and sparse indexes for a
@@ -217,52 +241,81 @@ func readPrefix(fsys volume.FS, name string, n int64) ([]byte, error) {
 	return buf[:m], nil
 }
 
-// flush writes the entries beyond those already in the files and, if sync,
-// fsyncs both files. offsets and times are snapshots taken under Log.mu:
-// their first len() elements never change.
-func (f *indexFiles) flush(offsets []offsetEntry, times []timeEntry, sync bool) error {
+// flush writes the entries beyond those already in the files and fsyncs
+// them, opening each file for it and closing it after. offsets and times
+// are snapshots taken under Log.mu: their first len() elements never
+// change. A file that could not be opened for a transient reason wraps
+// errTryLater; a failed fsync wraps errSyncFailed.
+func (f *indexFiles) flush(offsets []offsetEntry, times []timeEntry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.offsetFile == nil {
+	if f.done {
 		return nil // sealed meanwhile: the roll wrote and synced everything
 	}
 	if len(offsets) > f.offsetsDone {
 		buf := encodeOffsetEntries(nil, offsets[f.offsetsDone:])
-		if _, err := f.offsetFile.WriteAt(buf, int64(f.offsetsDone)*indexEntrySize); err != nil {
-			return fmt.Errorf("write offset index %s: %w", f.offsetFile.Name(), err)
+		if err := f.write(f.offsetPath, "offset index", buf, int64(f.offsetsDone)*indexEntrySize); err != nil {
+			return err
 		}
 		f.offsetsDone = len(offsets)
 	}
 	if len(times) > f.timesDone {
 		buf := encodeTimeEntries(nil, times[f.timesDone:])
-		if _, err := f.timeFile.WriteAt(buf, int64(f.timesDone)*timeIndexEntrySize); err != nil {
-			return fmt.Errorf("write time index %s: %w", f.timeFile.Name(), err)
+		if err := f.write(f.timePath, "time index", buf, int64(f.timesDone)*timeIndexEntrySize); err != nil {
+			return err
 		}
 		f.timesDone = len(times)
-	}
-	if !sync {
-		return nil
-	}
-	if err := f.offsetFile.Sync(); err != nil {
-		return fmt.Errorf("sync offset index %s: %w: %w", f.offsetFile.Name(), errSyncFailed, err)
-	}
-	if err := f.timeFile.Sync(); err != nil {
-		return fmt.Errorf("sync time index %s: %w: %w", f.timeFile.Name(), errSyncFailed, err)
 	}
 	return nil
 }
 
-// close closes both files. Later flushes are no-ops.
-func (f *indexFiles) close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.offsetFile == nil {
-		return nil
-	}
-	err := errors.Join(f.offsetFile.Close(), f.timeFile.Close())
-	f.offsetFile, f.timeFile = nil, nil
+// write writes buf at off of the index file name, fsyncs and closes it.
+func (f *indexFiles) write(name, what string, buf []byte, off int64) error {
+	file, err := f.fsys.OpenReadWrite(name)
 	if err != nil {
-		return fmt.Errorf("close index files: %w", err)
+		if transientOpenError(err) {
+			return fmt.Errorf("open %s %s: %w: %w", what, name, errTryLater, err)
+		}
+		return fmt.Errorf("open %s %s: %w", what, name, err)
 	}
+	if _, err := file.WriteAt(buf, off); err != nil {
+		_ = file.Close()
+		return fmt.Errorf("write %s %s: %w", what, name, err)
+	}
+	if err := file.Sync(); err != nil {
+		_ = file.Close()
+		return fmt.Errorf("sync %s %s: %w: %w", what, name, errSyncFailed, err)
+	}
+	// Synced: a close error loses nothing.
+	_ = file.Close()
 	return nil
+}
+
+// truncate cuts the index files to the entries recovery keeps, creating
+// them if they are missing.
+func (f *indexFiles) truncate(offsets, times int) error {
+	for _, t := range []struct {
+		name string
+		size int64
+	}{{f.offsetPath, int64(offsets) * indexEntrySize}, {f.timePath, int64(times) * timeIndexEntrySize}} {
+		file, err := openOrCreate(f.fsys, t.name)
+		if err != nil {
+			return err
+		}
+		err = file.Truncate(t.size)
+		_ = file.Close()
+		if err != nil {
+			return fmt.Errorf("truncate %s: %w", t.name, err)
+		}
+	}
+	f.offsetsDone, f.timesDone = offsets, times
+	return nil
+}
+
+// seal makes later flushes no-ops: the segment is sealed, its entries
+// written and synced.
+func (f *indexFiles) seal() {
+	f.mu.Lock()
+	f.done = true
+	f.mu.Unlock()
 }

@@ -9,7 +9,7 @@ import (
 // batch (its base offset), as does any batch that cannot be decoded.
 const timestampLookupMaxBytes = 128 << 20
 
-// recordAtOrAfter finds, in the batch h at position at of segment s (whose
+// recordAtOrAfter finds, in the batch h at position at of v's segment (whose
 // max timestamp is >= ts), the first record whose timestamp is >= ts, as
 // Kafka's FileRecords.searchForTimestamp does. ok is false when none is (a
 // max timestamp the records do not bear out): the search goes on with the
@@ -17,20 +17,20 @@ const timestampLookupMaxBytes = 128 << 20
 // A batch that cannot be read or decoded (stored before records were
 // validated) answers its base offset and max timestamp: an answer that
 // may precede the record, never follow it.
-func (l *Log) recordAtOrAfter(s *segment, at int64, h BatchHeader, ts int64) (offset, timestamp int64, ok bool) {
+func (l *Log) recordAtOrAfter(v readView, at int64, h BatchHeader, ts int64) (offset, timestamp int64, ok bool) {
 	if h.LogAppendTime() || h.NumRecords == 1 { // one record: it bears the max timestamp
 		return h.BaseOffset, h.MaxTimestamp, true
 	}
 	batch := make([]byte, h.Size())
-	if err := readFullAt(s.rf, batch, at); err != nil {
-		l.log.Error(err, "offset for timestamp: reading a batch failed", "segment", s.rf.Name(), "position", at)
+	if err := readFullAt(v.f, batch, at); err != nil {
+		l.log.Error(err, "offset for timestamp: reading a batch failed", "segment", v.seg.name, "position", at)
 		return h.BaseOffset, h.MaxTimestamp, true
 	}
-	v := records.Acquire()
-	defer v.Release()
-	delta, timestamp, found, err := v.FirstAtOrAfter(batch, ts, timestampLookupMaxBytes)
+	rv := records.Acquire()
+	defer rv.Release()
+	delta, timestamp, found, err := rv.FirstAtOrAfter(batch, ts, timestampLookupMaxBytes)
 	if err != nil {
-		l.log.Error(err, "offset for timestamp: decoding a batch failed; answering its base offset", "segment", s.rf.Name(), "offset", h.BaseOffset)
+		l.log.Error(err, "offset for timestamp: decoding a batch failed; answering its base offset", "segment", v.seg.name, "offset", h.BaseOffset)
 		return h.BaseOffset, h.MaxTimestamp, true
 	}
 	if !found {
