@@ -163,9 +163,10 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 		// No response, but the data still has to become durable and visible.
 		r.finish(nil)
 		if len(pending) > 0 {
+			syncs := syncAll(pending)
 			go func() {
-				for _, p := range pending {
-					_ = p.part.Sync(context.Background(), p.last)
+				for _, s := range syncs {
+					_ = s.Wait(context.Background())
 				}
 			}()
 		}
@@ -182,8 +183,9 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 	c.async(r, func() {
 		ctx, cancel := context.WithTimeout(c.ctx, timeout)
 		defer cancel()
-		for _, p := range pending {
-			if err := p.part.Sync(ctx, p.last); err != nil {
+		syncs := syncAll(pending)
+		for i, p := range pending {
+			if err := syncs[i].Wait(ctx); err != nil {
 				p.rp.ErrorCode = errorCode(err)
 				p.rp.BaseOffset = -1
 				if req.Version >= 8 {
@@ -193,6 +195,16 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 		}
 		r.finish(resp)
 	})
+}
+
+// syncAll asks every pending partition's round before any is waited for:
+// the partitions' group commits run side by side.
+func syncAll(pending []pendingSync) []dataplane.PendingSync {
+	syncs := make([]dataplane.PendingSync, len(pending))
+	for i, p := range pending {
+		syncs[i] = p.part.SyncLater(p.last)
+	}
+	return syncs
 }
 
 // appendBatch checks and appends a partition's record set, which holds

@@ -217,7 +217,30 @@ func (p *Partition) WaitSnapshot() { p.producers.snapWG.Wait() }
 // due producer-state snapshot writes it before returning (once per roll or
 // snapshotEveryBytes).
 func (p *Partition) Sync(ctx context.Context, offset int64) error {
-	err := p.log.Sync(ctx, offset)
+	return p.SyncLater(offset).Wait(ctx)
+}
+
+// SyncLater is Sync in two halves (partlog.Log.SyncLater): the round is
+// asked for now; PendingSync.Wait waits for it and does what Sync does
+// after.
+func (p *Partition) SyncLater(offset int64) PendingSync {
+	return PendingSync{p: p, sync: p.log.SyncLater(offset), offset: offset}
+}
+
+// PendingSync is a partition's round asked for by SyncLater.
+type PendingSync struct {
+	p      *Partition
+	sync   partlog.PendingSync
+	offset int64
+}
+
+// Wait waits for the round, as Sync does.
+func (s PendingSync) Wait(ctx context.Context) error {
+	return s.p.synced(s.sync.Wait(ctx), s.offset)
+}
+
+// synced is what follows a sync through offset that ended with err.
+func (p *Partition) synced(err error, offset int64) error {
 	if err != nil && p.log.Err() != nil && p.onFailure != nil {
 		p.onFailure(p)
 	}

@@ -144,43 +144,68 @@ func (s *syncer) retryDue() {
 // callers still waiting. If ctx ends first, Sync returns its error and the
 // data may or may not become durable.
 func (l *Log) Sync(ctx context.Context, offset int64) error {
-	return l.sync.request(ctx, offset, false)
+	return l.sync.request(offset, false).Wait(ctx)
 }
 
-// request is Sync; internal requests (from Close) are allowed on a closed log.
-func (s *syncer) request(ctx context.Context, offset int64, internal bool) error {
+// SyncLater is Sync in two halves: it asks for the round now (the pool
+// runs it as soon as a worker is free) and returns the wait. A caller with
+// many logs to make durable (a produce request for many partitions) asks
+// for every log's round before it waits for any, so the rounds run side by
+// side instead of one after another.
+func (l *Log) SyncLater(offset int64) PendingSync {
+	return l.sync.request(offset, false)
+}
+
+// PendingSync is a round asked for by SyncLater.
+type PendingSync struct {
+	w      *waiter // nil: decided at once, err
+	err    error
+	offset int64
+}
+
+// Wait waits for the round (Sync's outcome), or ctx.
+func (p PendingSync) Wait(ctx context.Context) error {
+	if p.w == nil {
+		return p.err
+	}
+	select {
+	case err := <-p.w.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("sync through offset %d: %w", p.offset, ctx.Err())
+	}
+}
+
+// request asks for a round covering offset; internal requests (from
+// Close) are allowed on a closed log.
+func (s *syncer) request(offset int64, internal bool) PendingSync {
 	l := s.l
 	if err := l.Err(); err != nil {
-		return err
+		return PendingSync{err: err}
 	}
 	if offset < l.HighWatermark() {
-		return nil
+		return PendingSync{}
 	}
 	l.mu.Lock()
 	closed, leo := l.closed, l.next
 	l.mu.Unlock()
 	if closed && !internal {
-		return ErrClosed
+		return PendingSync{err: ErrClosed}
 	}
 	offset = min(offset, leo-1)
 	if offset < l.HighWatermark() {
-		return nil
+		return PendingSync{}
 	}
 	w := &waiter{offset: offset, done: make(chan error, 1)}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
-		return ErrClosed
+		return PendingSync{err: ErrClosed}
 	}
 	s.waiters = append(s.waiters, w)
 	s.mu.Unlock()
 	s.wake()
-	select {
-	case err := <-w.done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("sync through offset %d: %w", offset, ctx.Err())
-	}
+	return PendingSync{w: w, offset: offset}
 }
 
 // runRound is what a pool worker does with a queued syncer: one round if
@@ -489,7 +514,7 @@ func (l *Log) advanceCheckpoint(cp checkpoint) error {
 // unreadable through a few retries ends it with the fence's error: nothing
 // more is acknowledged, and the next owner recovers the tail.
 func (l *Log) finalSync() error {
-	if err := l.sync.request(context.Background(), math.MaxInt64, true); err != nil {
+	if err := l.sync.request(math.MaxInt64, true).Wait(context.Background()); err != nil {
 		return err
 	}
 	l.sync.stop()

@@ -457,3 +457,57 @@ func TestManifestWriteWithoutDescriptors(t *testing.T) {
 	}
 	mustSync(t, l, res.LastOffset)
 }
+
+// TestSyncLaterRunsRoundsSideBySide: SyncLater asks for each log's round
+// before any is waited for, so the rounds of two logs are in flight at
+// once (both fsyncs stall together) rather than one after the other.
+func TestSyncLaterRunsRoundsSideBySide(t *testing.T) {
+	clk := newFakeClock()
+	pool := NewSyncPool(2, nil)
+	mem := memfs.New()
+	release := make(chan struct{})
+	var stalled sync.WaitGroup
+	stalled.Add(2)
+	var seen sync.Map
+	stalling := faultfs.New(mem, func(op faultfs.Op) faultfs.Action {
+		if op.Kind == faultfs.OpSync && strings.HasSuffix(op.Path, segmentExt) {
+			dir, _, _ := strings.Cut(op.Path, "/")
+			if _, dup := seen.LoadOrStore(dir, true); !dup {
+				stalled.Done()
+			}
+			return faultfs.Stall(release)
+		}
+		return faultfs.Proceed
+	})
+	var logs []*Log
+	for _, dir := range []string{"a", "b"} {
+		if err := volume.MkdirAllSync(mem, dir); err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(t, 1, clk)
+		cfg.SyncPool = pool
+		l, err := Open(stalling, dir, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, l)
+	}
+	var pending []PendingSync
+	for _, l := range logs {
+		mustAppend(t, l, batch(1, 10, 1))
+		pending = append(pending, l.SyncLater(0))
+	}
+	stalled.Wait() // both logs' fsyncs are in flight before anyone waits
+	close(release)
+	for i, p := range pending {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatalf("log %d: %v", i, err)
+		}
+		if hw := logs[i].HighWatermark(); hw != 1 {
+			t.Fatalf("log %d: high watermark %d after its round", i, hw)
+		}
+	}
+	for _, l := range logs {
+		mustClose(t, l)
+	}
+}
