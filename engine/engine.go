@@ -197,6 +197,9 @@ type Engine struct {
 	dropped droppedTopics
 	// catalog is the desired state as last listed (catalog.go).
 	catalog catalogState
+	// dirSync shares directory fsyncs between concurrent writers into one
+	// directory (a topic's partitions' make-dir, the status records).
+	dirSync *volume.DirSyncer
 	// kick runs a cluster round at once; hurryUntil (observer clock) keeps
 	// the rounds fast until then (membership.go).
 	kick       chan struct{}
@@ -287,6 +290,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		txnEnds:     &txns.Counts{},
 		ctrl:        controllerState{compactBelow: cfg.AssignmentCompactBelow},
 		kick:        make(chan struct{}, 1),
+		dirSync:     volume.NewDirSyncer(cfg.FS),
 	}
 	if !cfg.DisableMetrics {
 		e.rounds = datametrics.NewSyncRounds()
@@ -637,7 +641,7 @@ func (e *Engine) save(rec *states.Record) error {
 		}
 		e.statusDirs.Store(rec.Kind, true)
 	}
-	return states.SaveInStatusDir(e.fsys, e.cfg.ClusterDir, rec)
+	return states.SaveInStatusDirVia(e.fsys, e.dirSync, e.cfg.ClusterDir, rec)
 }
 
 // driveOpen drives one partition's open machine to serving at the leader
@@ -741,6 +745,7 @@ func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *
 			LogAppendTime:      limits.LogAppendTime,
 			CheckpointInterval: e.cfg.CheckpointInterval,
 			PreviousEpochs:     previous,
+			FenceNotDurable:    states.FenceDeferred(rec),
 			Now:                e.cfg.Now,
 			Logger:             e.log.WithName("partlog").WithValues("topic", spec.Name, "partition", index),
 			Rounds:             e.roundObserver(),

@@ -26,6 +26,11 @@ type partitionOpenHost struct {
 	opened       *dataplane.Partition
 }
 
+// SyncDir shares the directory fsyncs of every open (volume.DirSyncer):
+// the partitions of a topic opened side by side sync their topic
+// directory together.
+func (h *partitionOpenHost) SyncDir(dir string) error { return h.e.dirSync.SyncDir(dir) }
+
 func (h *partitionOpenHost) Fence(ctx context.Context, rec *states.Record) error {
 	return h.e.claimFence(h.spec, h.index, h.epoch, rec)
 }

@@ -16,12 +16,24 @@ type Fence struct {
 	Dir string
 	// What names the log in errors and logs.
 	What string
+	// DeferNew claims a new log's fence (none there yet: nobody to stop)
+	// without the directory fsync; the log's Open makes it durable with
+	// its first segment's, before its manifest (partlog.ClaimFenceDeferred,
+	// FenceDeferred).
+	DeferNew bool
 }
 
-// PartitionFence is the fence of one partition log.
+// PartitionFence is the fence of one partition log; a new partition's is
+// claimed with the directory fsync deferred to the log's Open.
 func PartitionFence(dataDir, topic string, partition int32) Fence {
-	return Fence{Dir: PartitionDir(dataDir, topic, partition), What: PartitionObject(topic, partition)}
+	return Fence{Dir: PartitionDir(dataDir, topic, partition), What: PartitionObject(topic, partition), DeferNew: true}
 }
+
+// FenceDeferred says whether the fence a record's fence step claimed may
+// not be durable yet, so that the log's Open must make it durable
+// (partlog.Config.FenceNotDurable): a new log's (FencedFrom -1), or one
+// whose claim the record does not say (a claim of an earlier pass).
+func FenceDeferred(rec *Record) bool { return rec.FencedFrom == nil || *rec.FencedFrom < 0 }
 
 // ShardFence is the fence of one coordinator shard's log.
 func ShardFence(clusterDir string, shard int32) Fence {
@@ -81,7 +93,14 @@ func (f Fence) Claim(fsys volume.FS, epoch int32, ours bool, rec *Record) (Fence
 		return claim, fmt.Errorf("leader epoch %d of %s is %w", epoch, f.What, ErrEpochHeld)
 	}
 	claim.Cleared = true
-	prev, err := partlog.ClaimFence(fsys, f.Dir, epoch)
+	claimFence := partlog.ClaimFence
+	if f.DeferNew {
+		claimFence = func(fsys volume.FS, dir string, epoch int32) (int32, error) {
+			prev, _, err := partlog.ClaimFenceDeferred(fsys, dir, epoch)
+			return prev, err
+		}
+	}
+	prev, err := claimFence(fsys, f.Dir, epoch)
 	if err != nil {
 		return claim, fmt.Errorf("claim fence of %s at leader epoch %d: %w", f.What, epoch, err)
 	}

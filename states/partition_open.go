@@ -94,7 +94,16 @@ type PartitionOpenHost interface {
 func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partition int32, rec *Record, host PartitionOpenHost) Actions {
 	return Actions{
 		"make-dir": func(ctx context.Context) error {
-			return volume.MkdirAllSync(fsys, PartitionDir(dataDir, topic, partition))
+			// The partition directory's entry durable in the topic
+			// directory; its own entries are the log's to sync. A host
+			// that shares directory fsyncs (volume.DirSync, a DirSyncer:
+			// every partition of a topic syncs the one topic directory)
+			// syncs through it.
+			var ds volume.DirSync = fsys
+			if hs, ok := host.(volume.DirSync); ok {
+				ds = hs
+			}
+			return volume.MkdirEntriesSync(fsys, ds, PartitionDir(dataDir, topic, partition))
 		},
 		"stamp": func(ctx context.Context) error {
 			err := EnsureStamp(fsys, dataDir, topic, topicID)

@@ -28,6 +28,7 @@ func sweepOpenOptions(rec *states.Record) dataplane.OpenOptions {
 			Epoch:              rec.Epoch,
 			CheckpointInterval: partlog.DefaultCheckpointInterval,
 			PreviousEpochs:     previous,
+			FenceNotDurable:    states.FenceDeferred(rec),
 			Now:                sweepNow,
 			Logger:             logr.Discard(),
 		},

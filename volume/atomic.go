@@ -306,6 +306,54 @@ func removeAll(fsys FS, p string) (int, error) {
 	return 0, nil
 }
 
+// DirSync makes a directory's entries durable: FS.SyncDir, or a
+// DirSyncer's, which shares one SyncDir between callers.
+type DirSync interface {
+	SyncDir(dir string) error
+}
+
+// MkdirEntriesSync creates dir and its missing parents and makes their
+// entries durable in the directories that hold them, through sync: it
+// syncs every parent up to and including the parent of the topmost
+// directory that was missing (always at least dir's parent), but not dir
+// itself, which holds nothing yet: whoever fills dir syncs it. It is
+// MkdirAllSync for a directory created to be filled at once (a partition's)
+// under a parent many such creations share, whose syncs a DirSyncer
+// coalesces.
+func MkdirEntriesSync(fsys FS, sync DirSync, dir string) error {
+	dir = path.Clean(dir)
+	top := ""
+	for d := dir; ; {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		}
+		top = d
+		parent := path.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if err := fsys.MkdirAll(dir, dirPerm); err != nil {
+		return fmt.Errorf("mkdir all %s: %w", dir, err)
+	}
+	stop := path.Dir(dir)
+	if top != "" {
+		stop = path.Dir(top)
+	}
+	for d := dir; d != stop; {
+		parent := path.Dir(d)
+		if err := sync.SyncDir(parent); err != nil {
+			return fmt.Errorf("mkdir all %s: sync parent %s: %w", dir, parent, err)
+		}
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	return nil
+}
+
 // MkdirAllSync creates dir and its missing parents and makes the new entries
 // durable: it syncs dir itself and every parent up to and including the
 // parent of the topmost directory that was missing (always at least dir's

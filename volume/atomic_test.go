@@ -452,3 +452,46 @@ func TestMkdirAllSync(t *testing.T) {
 		})
 	}
 }
+
+// MkdirEntriesSync syncs what MkdirAllSync syncs but the new directory
+// itself, through the DirSync given, and the directory survives a crash.
+func TestMkdirEntriesSync(t *testing.T) {
+	cases := []struct {
+		name     string
+		existing string
+		dir      string
+		wantSync []string
+	}{
+		{"all new", "", "/a/b/c", []string{"/a/b", "/a", "/"}},
+		{"parent exists", "/a/b", "/a/b/c", []string{"/a/b"}},
+		{"already there", "/a/b/c", "/a/b/c", []string{"/a/b"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memfs.New()
+			if tc.existing != "" {
+				if err := volume.MkdirAllSync(mem, tc.existing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var ops []faultfs.Op
+			ffs := faultfs.New(mem, recordOps(&ops))
+			if err := volume.MkdirEntriesSync(ffs, volume.NewDirSyncer(ffs), tc.dir); err != nil {
+				t.Fatal(err)
+			}
+			var synced []string
+			for _, op := range ops {
+				if op.Kind == faultfs.OpSyncDir {
+					synced = append(synced, op.Path)
+				}
+			}
+			if !slices.Equal(synced, tc.wantSync) {
+				t.Fatalf("synced %v, want %v", synced, tc.wantSync)
+			}
+			fi, err := mem.CrashClone().Stat(tc.dir)
+			if err != nil || !fi.IsDir() {
+				t.Fatalf("after a crash: %v, %v", fi, err)
+			}
+		})
+	}
+}
