@@ -990,56 +990,103 @@ type CreateTopicRequest struct {
 
 // CreateTopic writes the desired state of a new topic incarnation.
 func (e *Engine) CreateTopic(req CreateTopicRequest) (desired.TopicSpec, error) {
-	if req.Partitions == -1 {
-		req.Partitions = e.cfg.DefaultPartitions
-	}
-	if err := desired.ValidateTopic(req.Name, req.Partitions, req.Configs); err != nil {
-		return desired.TopicSpec{}, err
-	}
+	r := e.CreateTopics([]CreateTopicRequest{req})[0]
+	return r.Spec, r.Err
+}
+
+// CreateTopicResult is one topic's outcome in CreateTopics: its spec
+// (the existing one with ErrTopicExists) or the error.
+type CreateTopicResult struct {
+	Spec desired.TopicSpec
+	Err  error
+}
+
+// CreateTopics writes the desired state of new topic incarnations, in
+// the order given: each is checked as CreateTopic checks it (and against
+// the partition budget with the ones before it), then the specs are
+// created side by side and the desired state's version bumped once, so a
+// request for a hundred topics costs about one create's round trips.
+func (e *Engine) CreateTopics(reqs []CreateTopicRequest) []CreateTopicResult {
+	out := make([]CreateTopicResult, len(reqs))
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
-	cur, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, req.Name)
-	switch {
-	case err == nil && cur.Deleted:
-		return desired.TopicSpec{}, fmt.Errorf("%w: %s", desired.ErrTopicDeleting, req.Name)
-	case err == nil:
-		e.learnTopic(cur)
-		return cur, fmt.Errorf("%w: %s", ErrTopicExists, req.Name)
-	case !errors.Is(err, fs.ErrNotExist):
-		return desired.TopicSpec{}, err
-	}
-	if err := e.checkPartitionBudget(int64(req.Partitions)); err != nil {
-		return desired.TopicSpec{}, err
-	}
-	spec := desired.TopicSpec{Name: req.Name, ID: uuid.NewString(), Partitions: req.Partitions, Configs: req.Configs, Generation: 1}
-	if req.ValidateOnly {
-		return spec, nil
-	}
-	// Exclusive create: two brokers creating one name cannot give it two
-	// topic IDs; the loser reads the winner's spec.
-	if err := desired.CreateTopicSpec(e.fsys, e.cfg.ClusterDir, spec); err != nil {
-		if !errors.Is(err, fs.ErrExist) {
-			return desired.TopicSpec{}, err
+	var (
+		specs  []desired.TopicSpec
+		which  []int
+		adding int64
+	)
+	for i, req := range reqs {
+		if req.Partitions == -1 {
+			req.Partitions = e.cfg.DefaultPartitions
 		}
-		cur, rerr := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, req.Name)
+		if err := desired.ValidateTopic(req.Name, req.Partitions, req.Configs); err != nil {
+			out[i].Err = err
+			continue
+		}
+		cur, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, req.Name)
 		switch {
-		case rerr != nil:
-			return desired.TopicSpec{}, fmt.Errorf("topic %s is being created elsewhere: %w", req.Name, rerr)
-		case cur.Deleted:
-			return desired.TopicSpec{}, fmt.Errorf("%w: %s", desired.ErrTopicDeleting, req.Name)
-		default:
+		case err == nil && cur.Deleted:
+			out[i].Err = fmt.Errorf("%w: %s", desired.ErrTopicDeleting, req.Name)
+			continue
+		case err == nil:
 			e.learnTopic(cur)
-			return cur, fmt.Errorf("%w: %s", ErrTopicExists, req.Name)
+			out[i] = CreateTopicResult{Spec: cur, Err: fmt.Errorf("%w: %s", ErrTopicExists, req.Name)}
+			continue
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, desired.ErrTornSpec):
+			out[i].Err = err
+			continue
 		}
+		if err := e.checkPartitionBudget(adding + int64(req.Partitions)); err != nil {
+			out[i].Err = err
+			continue
+		}
+		spec := desired.TopicSpec{Name: req.Name, ID: uuid.NewString(), Partitions: req.Partitions, Configs: req.Configs, Generation: 1}
+		out[i].Spec = spec
+		if req.ValidateOnly {
+			continue
+		}
+		adding += int64(req.Partitions)
+		specs, which = append(specs, spec), append(which, i)
 	}
-	e.log.Info("topic created", "topic", spec.Name, "topicID", spec.ID, "partitions", spec.Partitions)
-	if err := e.upsertTopic(spec); err != nil {
-		return spec, err
+	if len(specs) == 0 {
+		return out
 	}
-	e.queue.Add(topicKey(spec.Name))
+	// Exclusive creates: two brokers creating one name cannot give it two
+	// topic IDs; the loser reads the winner's spec.
+	errs, bumpErr := desired.CreateTopicSpecs(e.fsys, e.cfg.ClusterDir, specs)
+	for k, spec := range specs {
+		i := which[k]
+		if err := errs[k]; err != nil {
+			out[i] = CreateTopicResult{Err: err}
+			if !errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			cur, rerr := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, spec.Name)
+			switch {
+			case rerr != nil:
+				out[i].Err = fmt.Errorf("topic %s is being created elsewhere: %w", spec.Name, rerr)
+			case cur.Deleted:
+				out[i].Err = fmt.Errorf("%w: %s", desired.ErrTopicDeleting, spec.Name)
+			default:
+				e.learnTopic(cur)
+				out[i] = CreateTopicResult{Spec: cur, Err: fmt.Errorf("%w: %s", ErrTopicExists, spec.Name)}
+			}
+			continue
+		}
+		e.log.Info("topic created", "topic", spec.Name, "topicID", spec.ID, "partitions", spec.Partitions)
+		if err := e.upsertTopic(spec); err != nil {
+			out[i].Err = err
+		}
+		e.queue.Add(topicKey(spec.Name))
+	}
+	if bumpErr != nil {
+		// The specs are there; the others see them at their next full
+		// listing, or with the next bump.
+		e.log.Error(bumpErr, "topics created, but the desired state's version not bumped")
+	}
 	e.hurryFor(hurryAfterChange)
 	e.kickCluster()
-	return spec, nil
+	return out
 }
 
 // learnTopic installs a topic another broker created, so that this broker

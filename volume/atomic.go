@@ -213,6 +213,13 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 // complete file in place (others may already have read it) and is returned:
 // whether the entry is durable is then unknown.
 func CreateExclusiveFile(fsys FS, name string, data []byte) error {
+	return CreateExclusiveFileVia(fsys, fsys, name, data)
+}
+
+// CreateExclusiveFileVia is CreateExclusiveFile with its directory fsync
+// through ds: a DirSyncer shares one between files created in one
+// directory at once.
+func CreateExclusiveFileVia(fsys FS, ds DirSync, name string, data []byte) error {
 	f, err := fsys.CreateExclusive(name)
 	if err != nil {
 		// No cleanup here: an EEXIST may be someone else's file, and for
@@ -239,7 +246,7 @@ func CreateExclusiveFile(fsys FS, name string, data []byte) error {
 		return fail("close", err)
 	}
 	dir := path.Dir(name)
-	if err := fsys.SyncDir(dir); err != nil {
+	if err := ds.SyncDir(dir); err != nil {
 		return fmt.Errorf("create %s exclusively: sync dir %s: %w", name, dir, err)
 	}
 	return nil

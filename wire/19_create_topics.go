@@ -48,7 +48,12 @@ func handleCreateTopics(c *conn, kreq kmsg.Request, r *reply) {
 		for _, t := range req.Topics {
 			seen[t.Topic]++
 		}
-		var created []string
+		// Checked one by one, then created together (engine.CreateTopics).
+		type toCreate struct {
+			i   int // in resp.Topics
+			req engine.CreateTopicRequest
+		}
+		var todo []toCreate
 		for _, t := range req.Topics {
 			st := kmsg.NewCreateTopicsResponseTopic()
 			st.Topic = t.Topic
@@ -85,31 +90,42 @@ func handleCreateTopics(c *conn, kreq kmsg.Request, r *reply) {
 						configs[kv.Name] = *kv.Value
 					}
 				}
-				spec, err := c.s.eng.CreateTopic(engine.CreateTopicRequest{Name: t.Topic, Partitions: partitions, Configs: configs, ValidateOnly: req.ValidateOnly})
-				if err != nil {
-					msg := err.Error()
-					if errors.Is(err, engine.ErrTopicExists) {
-						msg = "topic '" + t.Topic + "' already exists"
-					}
-					setErr(errorCode(err), msg)
-					break
-				}
-				st.NumPartitions = spec.Partitions
-				st.ReplicationFactor = 1
-				if id, err := uuid.Parse(spec.ID); err == nil && !req.ValidateOnly {
-					st.TopicID = id
-				}
-				st.Configs = topicConfigEntries(spec)
-				if !c.allowedTopic(kmsg.ACLOperationDescribeConfigs, t.Topic) {
-					// Kafka hides what DESCRIBE_CONFIGS would show.
-					st.Configs, st.NumPartitions, st.ReplicationFactor = nil, -1, -1
-					st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
-				}
-				if !req.ValidateOnly {
-					created = append(created, spec.Name)
-				}
+				todo = append(todo, toCreate{i: len(resp.Topics),
+					req: engine.CreateTopicRequest{Name: t.Topic, Partitions: partitions, Configs: configs, ValidateOnly: req.ValidateOnly}})
 			}
 			resp.Topics = append(resp.Topics, st)
+		}
+		reqs := make([]engine.CreateTopicRequest, len(todo))
+		for k, td := range todo {
+			reqs[k] = td.req
+		}
+		var created []string
+		for k, res := range c.s.eng.CreateTopics(reqs) {
+			st := &resp.Topics[todo[k].i]
+			if err := res.Err; err != nil {
+				msg := err.Error()
+				if errors.Is(err, engine.ErrTopicExists) {
+					msg = "topic '" + st.Topic + "' already exists"
+				}
+				st.ErrorCode = errorCode(err)
+				st.ErrorMessage = &msg
+				continue
+			}
+			spec := res.Spec
+			st.NumPartitions = spec.Partitions
+			st.ReplicationFactor = 1
+			if id, err := uuid.Parse(spec.ID); err == nil && !req.ValidateOnly {
+				st.TopicID = id
+			}
+			st.Configs = topicConfigEntries(spec)
+			if !c.allowedTopic(kmsg.ACLOperationDescribeConfigs, st.Topic) {
+				// Kafka hides what DESCRIBE_CONFIGS would show.
+				st.Configs, st.NumPartitions, st.ReplicationFactor = nil, -1, -1
+				st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
+			if !req.ValidateOnly {
+				created = append(created, spec.Name)
+			}
 		}
 		if len(created) > 0 {
 			timeout := time.Duration(req.TimeoutMillis) * time.Millisecond

@@ -8,6 +8,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/kaas-dev/kaas/volume"
 )
@@ -56,14 +57,42 @@ func WriteTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
 // the name already has a spec the error satisfies errors.Is(err,
 // fs.ErrExist) (which is not proof the other spec is complete: re-read it).
 func CreateTopicSpec(fsys volume.FS, clusterDir string, spec TopicSpec) error {
+	if err := createSpec(fsys, fsys, clusterDir, spec); err != nil {
+		return err
+	}
+	return BumpVersion(fsys, clusterDir)
+}
+
+// CreateTopicSpecs is CreateTopicSpec for many topics at once: the
+// exclusive creates run side by side, sharing their directory's fsyncs,
+// and the version is bumped once after all of them (so also when some
+// failed). errs[i] is spec i's outcome; err is the bump's.
+func CreateTopicSpecs(fsys volume.FS, clusterDir string, specs []TopicSpec) (errs []error, err error) {
+	errs = make([]error, len(specs))
+	ds := volume.NewDirSyncer(fsys)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, spec := range specs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = createSpec(fsys, ds, clusterDir, spec)
+		}()
+	}
+	wg.Wait()
+	return errs, BumpVersion(fsys, clusterDir)
+}
+
+func createSpec(fsys volume.FS, ds volume.DirSync, clusterDir string, spec TopicSpec) error {
 	b, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode topic %s: %w", spec.Name, err)
 	}
-	if err := volume.CreateExclusiveFile(fsys, SpecPath(clusterDir, spec.Name), b); err != nil {
+	if err := volume.CreateExclusiveFileVia(fsys, ds, SpecPath(clusterDir, spec.Name), b); err != nil {
 		return fmt.Errorf("create desired topic %s: %w", spec.Name, err)
 	}
-	return BumpVersion(fsys, clusterDir)
+	return nil
 }
 
 // ReadTopicSpec reads one spec; absent is fs.ErrNotExist.
