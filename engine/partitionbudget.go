@@ -1,11 +1,12 @@
 package engine
 
-// The partition budget (issue 15, finding 1): each open partition holds
-// file descriptors (four for its active segment, one per sealed segment),
-// and a broker that opens more than its fd limit holds runs out of them
-// for clients and its own control plane. Config.MaxPartitionsPerBroker is
-// this broker's share of its fd limit for partitions (cmd/kaas-broker:
-// fdbudget.go). It is enforced twice:
+// The partition budget: each open partition holds memory (its log's
+// state, indexes, producer state), and a broker that opens more than it
+// can hold runs out of it. Files are not the limit: partition logs keep
+// their files in a process-wide cache with a cap (volume/handles), and an
+// idle partition holds none. Config.MaxPartitionsPerBroker is this
+// broker's budget (cmd/kaas-broker: derived from its memory limit, none
+// without one). It is enforced twice:
 //
 //   - Admission: CreateTopics, CreatePartitions and auto-creation that
 //     would make the cluster's partitions more than its live brokers'
@@ -21,9 +22,9 @@ package engine
 //   - Opening: a broker holds at most its budget of partitions open. An
 //     open beyond it fails as an ordinary, retried reconcile error naming
 //     the budget: the partition is reported unserved (reconcile status,
-//     /readyz, /status) and is opened when a slot frees, so the broker
-//     keeps the rest of its fds for clients and never crash-loops on a
-//     desired state larger than it can serve.
+//     /readyz, /status, its partition report) and is opened when a slot
+//     frees, so the broker never crash-loops on a desired state larger
+//     than it can serve.
 
 import (
 	"errors"
