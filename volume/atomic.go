@@ -328,37 +328,7 @@ type DirSync interface {
 // under a parent many such creations share, whose syncs a DirSyncer
 // coalesces.
 func MkdirEntriesSync(fsys FS, sync DirSync, dir string) error {
-	dir = path.Clean(dir)
-	top := ""
-	for d := dir; ; {
-		if _, err := fsys.Stat(d); err == nil {
-			break
-		}
-		top = d
-		parent := path.Dir(d)
-		if parent == d {
-			break
-		}
-		d = parent
-	}
-	if err := fsys.MkdirAll(dir, dirPerm); err != nil {
-		return fmt.Errorf("mkdir all %s: %w", dir, err)
-	}
-	stop := path.Dir(dir)
-	if top != "" {
-		stop = path.Dir(top)
-	}
-	for d := dir; d != stop; {
-		parent := path.Dir(d)
-		if err := sync.SyncDir(parent); err != nil {
-			return fmt.Errorf("mkdir all %s: sync parent %s: %w", dir, parent, err)
-		}
-		if parent == d {
-			break
-		}
-		d = parent
-	}
-	return nil
+	return mkdirAllSync(fsys, sync, path.Clean(dir), false)
 }
 
 // MkdirAllSync creates dir and its missing parents and makes the new entries
@@ -368,7 +338,10 @@ func MkdirEntriesSync(fsys FS, sync DirSync, dir string) error {
 // MkdirAll; a stale answer only makes it sync more or the same, because
 // MkdirAll tolerates entries that appeared meanwhile.
 func MkdirAllSync(fsys FS, dir string) error {
-	dir = path.Clean(dir)
+	return mkdirAllSync(fsys, fsys, path.Clean(dir), true)
+}
+
+func mkdirAllSync(fsys FS, sync DirSync, dir string, self bool) error {
 	// top is the topmost ancestor (or dir itself) found missing.
 	top := ""
 	for d := dir; ; {
@@ -385,8 +358,10 @@ func MkdirAllSync(fsys FS, dir string) error {
 	if err := fsys.MkdirAll(dir, dirPerm); err != nil {
 		return fmt.Errorf("mkdir all %s: %w", dir, err)
 	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("mkdir all %s: sync: %w", dir, err)
+	if self {
+		if err := sync.SyncDir(dir); err != nil {
+			return fmt.Errorf("mkdir all %s: sync: %w", dir, err)
+		}
 	}
 	stop := path.Dir(dir) // sync at least dir's parent
 	if top != "" {
@@ -394,7 +369,7 @@ func MkdirAllSync(fsys FS, dir string) error {
 	}
 	for d := dir; d != stop; {
 		parent := path.Dir(d)
-		if err := fsys.SyncDir(parent); err != nil {
+		if err := sync.SyncDir(parent); err != nil {
 			return fmt.Errorf("mkdir all %s: sync parent %s: %w", dir, parent, err)
 		}
 		if parent == d {
