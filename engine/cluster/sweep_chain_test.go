@@ -108,33 +108,16 @@ func assignmentChainProcedure() clusterProcedure {
 		},
 		restart: func(t *testing.T, fsys volume.FS, ct *clusterTrial) {
 			t.Helper()
-			bs := []*broker{newBroker(fsys, 3, "c2", ct.clk.Now, lease), newBroker(fsys, 2, "b2", ct.clk.Now, lease)}
 			last := chainRounds[len(chainRounds)-1]
-			for r := 0; r < 12; r++ {
-				ct.clk.Advance(lease / 2)
-				for _, b := range bs {
-					b.beat(t)
-				}
-				for _, b := range bs {
-					b.observe(t)
-					s, err := b.el.Campaign()
-					if err != nil {
-						t.Logf("round %d: broker %d campaign: %v", r, b.id, err)
+			restartBrokers(t, fsys, ct, func(b *broker, r int) {
+				// A delta, then a compaction, as the controller's rounds go.
+				for _, compact := range []bool{false, true} {
+					if err := chainControllerRound(fsys, b, last, ct, compact); err != nil {
+						t.Fatalf("round %d: broker %d controller round: %v", r, b.id, err)
 					}
-					ct.noteStatus(b, s)
-					// A delta, then a compaction, as the controller's rounds go.
-					for _, compact := range []bool{false, true} {
-						if err := chainControllerRound(fsys, b, last, ct, compact); err != nil {
-							t.Fatalf("round %d: broker %d controller round: %v", r, b.id, err)
-						}
-						checkChain(t, fsys, ct)
-					}
+					checkChain(t, fsys, ct)
 				}
-				if chainConverged(t, fsys, bs, last) {
-					return
-				}
-			}
-			t.Fatalf("no convergence after 12 rounds: statuses %+v / %+v", bs[0].el.Status(), bs[1].el.Status())
+			}, func(bs []*broker) bool { return chainConverged(t, fsys, bs, last) })
 		},
 	}
 }

@@ -363,6 +363,19 @@ func checkCrashedCluster(t *testing.T, fsys volume.FS, ct *clusterTrial) {
 // written the assignment, advancing the clock half a lease per round.
 func restartCluster(t *testing.T, fsys volume.FS, ct *clusterTrial) {
 	t.Helper()
+	restartBrokers(t, fsys, ct, func(b *broker, r int) {
+		if err := controllerRound(fsys, b, sweepTopics, ct); err != nil {
+			t.Fatalf("round %d: broker %d controller round: %v", r, b.id, err)
+		}
+		checkAssignmentFile(t, fsys, ct)
+	}, func(bs []*broker) bool { return converged(t, fsys, bs, ct) })
+}
+
+// restartBrokers starts brokers 2 and 3 again (new incarnations; broker 1
+// stays gone) and runs rounds, half a lease apart, until done says so:
+// each broker beats, observes and campaigns, then runs round.
+func restartBrokers(t *testing.T, fsys volume.FS, ct *clusterTrial, round func(b *broker, r int), done func([]*broker) bool) {
+	t.Helper()
 	bs := []*broker{newBroker(fsys, 3, "c2", ct.clk.Now, lease), newBroker(fsys, 2, "b2", ct.clk.Now, lease)}
 	for r := 0; r < 12; r++ {
 		ct.clk.Advance(lease / 2)
@@ -376,12 +389,9 @@ func restartCluster(t *testing.T, fsys volume.FS, ct *clusterTrial) {
 				t.Logf("round %d: broker %d campaign: %v", r, b.id, err)
 			}
 			ct.noteStatus(b, s)
-			if err := controllerRound(fsys, b, sweepTopics, ct); err != nil {
-				t.Fatalf("round %d: broker %d controller round: %v", r, b.id, err)
-			}
-			checkAssignmentFile(t, fsys, ct)
+			round(b, r)
 		}
-		if converged(t, fsys, bs, ct) {
+		if done(bs) {
 			return
 		}
 	}
