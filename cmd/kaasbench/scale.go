@@ -319,7 +319,7 @@ func (b *scaleBroker) metadata(ctx context.Context) (*kmsg.MetadataResponse, err
 	req := kmsg.NewPtrMetadataRequest() // no topics: all of them
 	resp, err := req.RequestWith(ctx, b.cl.SeedBrokers()[0])
 	if err != nil {
-		return nil, fmt.Errorf("Metadata from broker %d (%s): %w", b.ID, b.Addr, err)
+		return nil, fmt.Errorf("metadata from broker %d (%s): %w", b.ID, b.Addr, err)
 	}
 	return resp, nil
 }
