@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/kaas-dev/kaas/engine/desired"
@@ -20,14 +21,18 @@ const fullListRounds = 240
 // catalog is one listing of the desired state; never changed once
 // published.
 type catalog struct {
-	token string
-	specs []desired.TopicSpec
+	token  string
+	specs  []desired.TopicSpec
+	byName map[string]int // index in specs
 }
 
-// catalogState is the cluster loop's bookkeeping of the listing.
+// catalogState is the cluster loop's bookkeeping of the listing. stale is
+// set by anyone who read a spec that differs from the listing (a writer
+// that crashed between its spec and the token: the next round lists).
 type catalogState struct {
 	current atomic.Pointer[catalog]
 	rounds  int
+	stale   atomic.Bool
 }
 
 // desiredSpecs returns the desired state, listed again if the token moved
@@ -44,7 +49,7 @@ func (e *Engine) desiredSpecs(always bool) (specs []desired.TopicSpec, changed b
 		return nil, false, err
 	}
 	c.rounds++
-	if cur != nil && cur.token == tok && !always && c.rounds < fullListRounds {
+	if cur != nil && cur.token == tok && !always && c.rounds < fullListRounds && !c.stale.Swap(false) {
 		return cur.specs, false, nil
 	}
 	specs, err = desired.ListTopicSpecs(e.fsys, e.cfg.ClusterDir)
@@ -55,8 +60,36 @@ func (e *Engine) desiredSpecs(always bool) (specs []desired.TopicSpec, changed b
 		return nil, false, err
 	}
 	c.rounds = 0
-	c.current.Store(&catalog{token: tok, specs: specs})
-	return specs, cur == nil || cur.token != tok, nil
+	next := &catalog{token: tok, specs: specs, byName: make(map[string]int, len(specs))}
+	for i, s := range specs {
+		next.byName[s.Name] = i
+	}
+	c.current.Store(next)
+	return specs, cur == nil || cur.token != tok || !sameSpecs(cur.specs, specs), nil
+}
+
+// sameSpecs reports whether two listings hold the same incarnations and
+// generations.
+func sameSpecs(a, b []desired.TopicSpec) bool {
+	return slices.EqualFunc(a, b, func(x, y desired.TopicSpec) bool {
+		return x.Name == y.Name && x.ID == y.ID && x.Generation == y.Generation && x.Deleted == y.Deleted
+	})
+}
+
+// noteSpec compares a spec just read (nil: there is none) with the
+// listing: one the listing does not hold as read marks it stale, so the
+// next round lists again.
+func (e *Engine) noteSpec(name string, s *desired.TopicSpec) {
+	c := e.catalog.current.Load()
+	if c == nil {
+		return
+	}
+	i, listed := c.byName[name]
+	switch {
+	case s == nil && !listed:
+	case s == nil || !listed || c.specs[i].ID != s.ID || c.specs[i].Generation != s.Generation || c.specs[i].Deleted != s.Deleted:
+		e.catalog.stale.Store(true)
+	}
 }
 
 // listedSpecs is the last listing (nil before the first), for readers off

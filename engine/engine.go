@@ -471,11 +471,13 @@ func (e *Engine) enqueueAll(add func(Key)) {
 func (e *Engine) reconcileTopic(ctx context.Context, name string) error {
 	spec, err := desired.ReadTopicSpec(e.fsys, e.cfg.ClusterDir, name)
 	if errors.Is(err, fs.ErrNotExist) {
+		e.noteSpec(name, nil)
 		return e.dropTopic(name, "")
 	}
 	if err != nil {
 		return err
 	}
+	e.noteSpec(name, &spec)
 	if spec.Deleted {
 		if !e.isController() {
 			// Only the controller drives the delete machine; every broker

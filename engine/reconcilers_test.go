@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 	"testing"
 	"time"
@@ -12,8 +13,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
+	"github.com/kaas-dev/kaas/engine/desired"
 	"github.com/kaas-dev/kaas/engine/reconcile"
 	"github.com/kaas-dev/kaas/states"
+	"github.com/kaas-dev/kaas/volume"
+	"github.com/kaas-dev/kaas/volume/memfs"
 )
 
 // logLines collects a funcr JSON logger's lines.
@@ -137,4 +141,35 @@ func TestWorkLogsAndDispatch(t *testing.T) {
 	if last["msg"] != "outside" || last["reconcileID"] != nil {
 		t.Errorf("passLog outside a pass: %v", last)
 	}
+}
+
+// TestSpecWrittenWithoutBumpIsSeen: a writer that crashed between a spec
+// and the desired state's version token (the operator killed mid-delete)
+// left a change no token announces; the next reconcile of the topic reads
+// the spec itself, sees the listing is stale, and the delete completes.
+func TestSpecWrittenWithoutBumpIsSeen(t *testing.T) {
+	ctx := safety(t)
+	fsys := memfs.New()
+	e := startEngine(t, fsys)
+	spec, err := e.CreateTopic(CreateTopicRequest{Name: "quiet", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustServing(t, ctx, e.Engine, "quiet")
+	spec.Deleted = true
+	spec.Generation++
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := volume.WriteFileAtomic(fsys, desired.SpecPath(testCluster, "quiet"), b); err != nil {
+		t.Fatal(err)
+	}
+	e.resync()
+	poll(t, ctx, "the delete completed", func() error {
+		if _, err := desired.ReadTopicSpec(fsys, testCluster, "quiet"); !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("spec still there: %v", err)
+		}
+		return nil
+	})
 }
