@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kaas-dev/kaas/engine/groups"
@@ -93,13 +94,23 @@ func TestGroupCoordinatorsFailOver(t *testing.T) {
 		return nil
 	})
 	for i, g := range names {
-		_, c, err := coordinatorOf(g, e1.Engine, e2.Engine)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if code := simpleCommit(ctx, c, g, int64(100+i)); code != 0 {
-			t.Fatalf("commit %s: error %d", g, code)
-		}
+		// As a client does: a coordinator that moved meanwhile answers
+		// NOT_COORDINATOR, and the commit goes to the new one.
+		poll(t, ctx, "commit "+g, func() error {
+			_, c, err := coordinatorOf(g, e1.Engine, e2.Engine)
+			if err != nil {
+				return err
+			}
+			switch code := simpleCommit(ctx, c, g, int64(100+i)); code {
+			case 0:
+				return nil
+			case kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
+				return fmt.Errorf("commit %s: error %d", g, code)
+			default:
+				t.Fatalf("commit %s: error %d", g, code)
+				return nil
+			}
+		})
 	}
 	check := func(es ...*Engine) error {
 		for i, g := range names {

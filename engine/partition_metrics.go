@@ -104,7 +104,14 @@ func (m *partitionMetrics) Collect(ch chan<- prometheus.Metric) {
 	if folded {
 		ch <- prometheus.MustNewConstMetric(logSizeDesc, prometheus.GaugeValue, float64(otherSize), OtherTopic, "all")
 	}
-	opening := len(e.opens.openingKeys())
+	// An open in flight counts until its partition serves (the open ends
+	// a moment after it publishes the partition).
+	opening := 0
+	for _, r := range e.opens.openingRefs() {
+		if t, ok := e.routes.byID(r.topicID); !ok || int(r.index) >= len(t.parts) || t.parts[r.index] == nil {
+			opening++
+		}
+	}
 	for _, s := range []struct {
 		state string
 		n     int

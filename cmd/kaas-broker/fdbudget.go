@@ -14,6 +14,10 @@ package main
 //	connections = (limit − reserve − transient) / 4        (--max-connections)
 //	handles     = limit − reserve − transient − connections (the cache's cap)
 //
+// When the transient share is cut to a quarter (a low limit), the opens
+// run at once and the sync workers are cut in the same proportion, so that
+// what they hold at once fits in it (fdBudget.OpenParallel, SyncWorkers).
+//
 // Partitions take no share: an idle partition holds no fd, an active one
 // its append handle and its segment's read handle while the cache has
 // room, and the cache closes the least recently used ones when it has
@@ -76,6 +80,9 @@ type fdBudget struct {
 	Transient   int    // opens in flight on the data path
 	Connections int    // client connections (--max-connections)
 	Handles     int    // the partition files' cache's cap
+	// OpenParallel and SyncWorkers are the partition opens run at once
+	// and the sync pool's workers, cut to fit Transient.
+	OpenParallel, SyncWorkers int
 	// Overcommitted is set when an explicit --max-connections leaves the
 	// cache less than minHandles (it gets minHandles anyway).
 	Overcommitted bool
@@ -87,7 +94,13 @@ func deriveFDBudget(limit uint64, connections, syncWorkers int) fdBudget {
 	l := int64(min(limit, maxDerivedLimit))
 	b := fdBudget{Limit: limit, Reserve: fdReserve}
 	avail := max(l-fdReserve, 0)
-	transient := min(int64(openParallel*4+syncWorkers*2), avail/4)
+	want := int64(openParallel*4 + syncWorkers*2)
+	transient := min(want, avail/4)
+	b.OpenParallel, b.SyncWorkers = openParallel, syncWorkers
+	if transient < want {
+		b.OpenParallel = int(max(int64(openParallel)*transient/want, 1))
+		b.SyncWorkers = int(max(int64(syncWorkers)*transient/want, 1))
+	}
 	c := int64(connections)
 	if c <= 0 {
 		c = max((avail-transient)/connectionShare, 1)
@@ -177,15 +190,15 @@ func (b *budgetOptions) startFDBudget(log logr.Logger, connections int) partitio
 			limit = fallbackFDLimit
 		}
 	}
-	partlog.DefaultSyncPool().SetWorkers(b.syncWorkers)
 	fb := deriveFDBudget(limit, connections, b.syncWorkers)
+	partlog.DefaultSyncPool().SetWorkers(fb.SyncWorkers)
 	hc := handles.Default()
 	hc.SetCap(fb.Handles)
 	hc.SetIdle(b.handleIdle)
 	mem := memoryLimit()
 	pb := partitionBudget{fdBudget: fb, Partitions: derivePartitionBudget(b.maxPartitionsPerBroker, mem)}
 	kv := []any{"limit", fb.Limit, "softLimitAtStart", before, "reserve", fb.Reserve, "transient", fb.Transient,
-		"maxConnections", fb.Connections, "partitionFileHandles", fb.Handles, "syncWorkers", b.syncWorkers,
+		"maxConnections", fb.Connections, "partitionFileHandles", fb.Handles, "syncWorkers", fb.SyncWorkers, "parallelOpens", fb.OpenParallel,
 		"memoryLimit", mem, "maxPartitionsPerBroker", pb.Partitions}
 	if fb.Overcommitted {
 		log.Info("file-descriptor budget overcommitted: --max-connections leaves the partition files' cache less than its minimum; opens beyond the limit fail with EMFILE and are retried", kv...)

@@ -17,25 +17,28 @@ func TestDeriveFDBudget(t *testing.T) {
 		wantTransient          int
 		wantConns, wantHandles int
 		wantOvercommitted      bool
+		wantOpens, wantSyncs   int
 	}{
 		// reserve 256; transient 64 × 4 + 128 × 2 = 512, at most a
-		// quarter of what the reserve leaves
-		{"2^20, derived", 1 << 20, 0, 512, 261952, 785856, false},
-		{"65536, derived", 65536, 0, 512, 16192, 48576, false},
-		{"20000, derived", 20000, 0, 512, 4808, 14424, false},
-		{"1024, derived", 1024, 0, 192, 144, 432, false},
-		{"below the reserve", 256, 0, 0, 1, 64, true},
-		{"explicit connections", 20000, 10000, 512, 10000, 9232, false},
-		{"explicit connections beyond the limit", 20000, 19500, 512, 19500, 64, true},
-		{"unlimited", ^uint64(0), 0, 512, 4194112, 12582336, false},
+		// quarter of what the reserve leaves; opens and sync workers
+		// cut in proportion when it is cut
+		{"2^20, derived", 1 << 20, 0, 512, 261952, 785856, false, 64, 128},
+		{"65536, derived", 65536, 0, 512, 16192, 48576, false, 64, 128},
+		{"20000, derived", 20000, 0, 512, 4808, 14424, false, 64, 128},
+		{"1024, derived", 1024, 0, 192, 144, 432, false, 24, 48},
+		{"below the reserve", 256, 0, 0, 1, 64, true, 1, 1},
+		{"explicit connections", 20000, 10000, 512, 10000, 9232, false, 64, 128},
+		{"explicit connections beyond the limit", 20000, 19500, 512, 19500, 64, true, 64, 128},
+		{"unlimited", ^uint64(0), 0, 512, 4194112, 12582336, false, 64, 128},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b := deriveFDBudget(c.limit, c.connections, partlog.DefaultSyncWorkers)
 			if b.Reserve != 256 || b.Transient != c.wantTransient || b.Connections != c.wantConns ||
-				b.Handles != c.wantHandles || b.Overcommitted != c.wantOvercommitted {
-				t.Fatalf("limit %d: %+v, want reserve 256, transient %d, %d connections, %d handles, overcommitted %v",
-					c.limit, b, c.wantTransient, c.wantConns, c.wantHandles, c.wantOvercommitted)
+				b.Handles != c.wantHandles || b.Overcommitted != c.wantOvercommitted ||
+				b.OpenParallel != c.wantOpens || b.SyncWorkers != c.wantSyncs {
+				t.Fatalf("limit %d: %+v, want reserve 256, transient %d, %d connections, %d handles, overcommitted %v, %d opens, %d sync workers",
+					c.limit, b, c.wantTransient, c.wantConns, c.wantHandles, c.wantOvercommitted, c.wantOpens, c.wantSyncs)
 			}
 			if !b.Overcommitted && uint64(b.Reserve+b.Transient+b.Connections+b.Handles) != min(c.limit, maxDerivedLimit) {
 				t.Fatalf("limit %d: the shares %+v do not add up to it", c.limit, b)

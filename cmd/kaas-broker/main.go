@@ -211,6 +211,7 @@ func run(o options, log logr.Logger) error {
 		Groups: o.groups.config(), Txns: o.txns.config(), Peers: peers,
 		ProducerIDExpiration:   o.txns.producerIDExpiration,
 		MaxPartitionsPerBroker: fds.Partitions, MaxProducersPerPartition: o.budgets.maxProducersPerPartition,
+		ParallelOpens:          fds.OpenParallel,
 		RetentionCheckInterval: o.retention.checkInterval,
 		ACLs:                   acls,
 		DisableMetrics:         !o.metrics.enabled,
