@@ -872,18 +872,6 @@ func fileSize(fsys volume.FS, name string) (int64, error) {
 	return fi.Size(), nil
 }
 
-// openOrCreate opens name read-write, creating it if absent.
-func openOrCreate(fsys volume.FS, name string) (volume.File, error) {
-	f, err := fsys.OpenReadWrite(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		f, err = fsys.Create(name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", name, err)
-	}
-	return f, nil
-}
-
 // errCreateUnavailable marks a segment creation that failed for want of
 // file descriptors: nothing was created, and it may be tried again.
 var errCreateUnavailable = errors.New("segment files not created")
@@ -912,19 +900,14 @@ func (l *Log) createSegment(base int64) (*segment, *handles.Handle, error) {
 		}
 		return nil, nil, fmt.Errorf("create segment %s: %s: %w", logPath, step, err)
 	}
+	// Only the log file: the index files are created by their first
+	// flush (indexFiles.write), since most segments of a partition that
+	// takes little traffic never get an index entry, and a file create is
+	// the dearest step of opening a new partition.
 	wf, err := l.fsys.Create(logPath)
 	created = append(created, logPath) // a lost reply may have created it
 	if err != nil {
 		return fail("create", err)
-	}
-	for _, p := range []string{indexPath, timePath} {
-		f, err := l.fsys.Create(p)
-		created = append(created, p)
-		if err != nil {
-			_ = wf.Close()
-			return fail("create index", err)
-		}
-		_ = f.Close() // empty: nothing to lose
 	}
 	if err := l.fsys.SyncDir(l.dir); err != nil {
 		_ = wf.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,9 @@ type indexFiles struct {
 	done        bool // sealed: later flushes are no-ops
 	offsetsDone int  // entries written to the offset index
 	timesDone   int  // entries written to the time index
+	// dirUnsynced: a flush created an index file whose directory entry
+	// is not synced yet.
+	dirUnsynced bool
 }
 
 // errTryLater marks a step that could not open a file for a transient
@@ -246,6 +250,11 @@ func readPrefix(fsys volume.FS, name string, n int64) ([]byte, error) {
 // are snapshots taken under Log.mu: their first len() elements never
 // change. A file that could not be opened for a transient reason wraps
 // errTryLater; a failed fsync wraps errSyncFailed.
+//
+// A segment's index files are created by their first flush (createSegment
+// leaves them out); the directory is synced after a flush that created
+// one, before flush returns, so that a checkpoint or manifest counting
+// their entries never outlives the files.
 func (f *indexFiles) flush(offsets []offsetEntry, times []timeEntry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -266,12 +275,23 @@ func (f *indexFiles) flush(offsets []offsetEntry, times []timeEntry) error {
 		}
 		f.timesDone = len(times)
 	}
+	if f.dirUnsynced {
+		if err := f.fsys.SyncDir(path.Dir(f.offsetPath)); err != nil {
+			return fmt.Errorf("sync dir after creating the index files of %s: %w: %w", f.offsetPath, errSyncFailed, err)
+		}
+		f.dirUnsynced = false
+	}
 	return nil
 }
 
-// write writes buf at off of the index file name, fsyncs and closes it.
+// write writes buf at off of the index file name (creating it if it is
+// missing: flush syncs the directory), fsyncs and closes it.
 func (f *indexFiles) write(name, what string, buf []byte, off int64) error {
 	file, err := f.fsys.OpenReadWrite(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		file, err = f.fsys.Create(name)
+		f.dirUnsynced = f.dirUnsynced || err == nil
+	}
 	if err != nil {
 		if transientOpenError(err) {
 			return fmt.Errorf("open %s %s: %w: %w", what, name, errTryLater, err)
@@ -291,16 +311,25 @@ func (f *indexFiles) write(name, what string, buf []byte, off int64) error {
 	return nil
 }
 
-// truncate cuts the index files to the entries recovery keeps, creating
-// them if they are missing.
+// truncate cuts the index files to the entries recovery keeps. A missing
+// file that is to keep nothing stays missing (its first flush creates it);
+// one that is to keep entries cannot be missing, since loadCheckpoint read
+// them from it, but is created if it is.
 func (f *indexFiles) truncate(offsets, times int) error {
 	for _, t := range []struct {
 		name string
 		size int64
 	}{{f.offsetPath, int64(offsets) * indexEntrySize}, {f.timePath, int64(times) * timeIndexEntrySize}} {
-		file, err := openOrCreate(f.fsys, t.name)
+		file, err := f.fsys.OpenReadWrite(t.name)
+		if errors.Is(err, fs.ErrNotExist) {
+			if t.size == 0 {
+				continue
+			}
+			file, err = f.fsys.Create(t.name)
+			f.dirUnsynced = f.dirUnsynced || err == nil
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("open %s: %w", t.name, err)
 		}
 		err = file.Truncate(t.size)
 		_ = file.Close()
