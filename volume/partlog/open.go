@@ -201,7 +201,8 @@ func onlyFence(entries []fs.DirEntry) bool {
 // prevFence is the epoch the fence held before this writer claimed it.
 // entries is Open's listing of the directory, temps swept.
 func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
-	if !onlyFence(entries) {
+	fresh := onlyFence(entries)
+	if !fresh {
 		// Older state: the fence must be durable before it is read.
 		if err := l.syncFence(); err != nil {
 			return err
@@ -355,17 +356,24 @@ func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
 	if !tail.firstAppend.IsZero() {
 		m.Checkpoint.FirstAppendUnixMilli = tail.firstAppend.UnixMilli()
 	}
-	// The recovery may have taken long: make sure nobody claimed the
-	// partition meanwhile before publishing our view of it.
-	if err := l.checkFence(); err != nil {
-		if errors.Is(err, errFenceMissing) {
-			// Claimed above and gone: the directory was replaced.
-			return fmt.Errorf("%w: the fence claimed at epoch %d is gone", ErrFenced, l.cfg.Epoch)
+	// A brand-new partition's manifest would say only what adoption infers
+	// from its one empty segment (adoptSegments: the segment, its epoch
+	// starting at 0): its first checkpoint writes it. Until then a crash
+	// leaves the fence and the segment, which the next Open adopts and
+	// scans, as after a crash before any manifest (docs/volume.md).
+	if !(fresh && adopted && len(set.names) == 0) {
+		// The recovery may have taken long: make sure nobody claimed the
+		// partition meanwhile before publishing our view of it.
+		if err := l.checkFence(); err != nil {
+			if errors.Is(err, errFenceMissing) {
+				// Claimed above and gone: the directory was replaced.
+				return fmt.Errorf("%w: the fence claimed at epoch %d is gone", ErrFenced, l.cfg.Epoch)
+			}
+			return err
 		}
-		return err
-	}
-	if err := writeManifest(l.fsys, l.dir, m); err != nil {
-		return err
+		if err := writeManifest(l.fsys, l.dir, m); err != nil {
+			return err
+		}
 	}
 	l.man = m.clone()
 	if dropped != nil {

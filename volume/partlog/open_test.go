@@ -59,8 +59,8 @@ func openRecorded(t *testing.T, mem volume.FS, cfg Config) (*Log, *opLog) {
 }
 
 // TestOpenFsyncs: what Open fsyncs on each path. A brand-new partition
-// costs the fence's and the manifest's temp files and two directory
-// fsyncs; a takeover of a cleanly closed log fsyncs no segment or index
+// costs the fence's temp file and one directory fsync (its manifest waits
+// for its first checkpoint); a takeover of a cleanly closed log fsyncs no segment or index
 // file; one of a log with unsynced appends past its checkpoint fsyncs the
 // segment and the rebuilt indexes.
 func TestOpenFsyncs(t *testing.T) {
@@ -73,8 +73,8 @@ func TestOpenFsyncs(t *testing.T) {
 	mem := newMemFS(t)
 
 	l, rec := openRecorded(t, mem, cfg(1))
-	if got := fmt.Sprint(rec.syncs()); got != "map[dir:2 temp:2]" {
-		t.Errorf("new partition: fsyncs %s, want the fence's and the manifest's temps and 2 directory fsyncs", got)
+	if got := fmt.Sprint(rec.syncs()); got != "map[dir:1 temp:1]" {
+		t.Errorf("new partition: fsyncs %s, want the fence's temp and the directory after the segment (no manifest before the first checkpoint)", got)
 	}
 	if n := len(rec.ops); n > 25 {
 		t.Errorf("new partition: %d operations: %v", n, rec.ops)
@@ -207,8 +207,8 @@ func TestClaimFenceDeferred(t *testing.T) {
 	cfg := testConfig(t, 1, clk)
 	cfg.PreviousEpochs, cfg.FenceNotDurable = []int32{prev}, true
 	l, rec := openRecorded(t, mem, cfg)
-	if got := fmt.Sprint(rec.syncs()); got != "map[dir:2 temp:1]" {
-		t.Errorf("Open after a deferred claim: fsyncs %s, want the manifest's temp and 2 directory fsyncs", got)
+	if got := fmt.Sprint(rec.syncs()); got != "map[dir:1]" {
+		t.Errorf("Open after a deferred claim: fsyncs %s, want only the directory after the segment's creation", got)
 	}
 	if f, _ := readFence(mem.CrashClone(), testDir); f != 1 {
 		t.Fatalf("after Open the durable fence holds %d, want 1", f)
@@ -258,7 +258,8 @@ func TestOpenListing(t *testing.T) {
 	defer mustClose(t, l)
 	got := l.OpenListing()
 	// No index files: the log never had an index entry.
-	want := []string{"00000000000000000000-e1.log", "00000000000000000000-e1.producers", "fence", "manifest-e1.json"}
+	// and no manifest: the first epoch never checkpointed anything.
+	want := []string{"00000000000000000000-e1.log", "00000000000000000000-e1.producers", "fence"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("OpenListing = %v, want %v", got, want)
 	}
