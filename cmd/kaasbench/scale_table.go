@@ -306,7 +306,7 @@ func scaleStepsTable(kaas, kfake *scaleResult) table {
 			}
 			return fmtWait(r.Kill.Leaders)
 		}},
-		{"kill: then produce to every partition: acked / failed", func(r *scaleResult) string {
+		{"kill: producing to every partition from the kill on: acked / failed", func(r *scaleResult) string {
 			return valOr(r.Kill, func(k *killResult) string { return fmtRound(k.Produce) })
 		}},
 		{"kill: every partition acked again after (s)", func(r *scaleResult) string {

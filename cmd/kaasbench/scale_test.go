@@ -433,7 +433,7 @@ func TestBrokerAndStepsTables(t *testing.T) {
 		"Metadata for all: requests / errors",
 		"Metadata for all: p50 / p99 / max ms",
 		"kill: every leader on a survivor after (s)",
-		"kill: then produce to every partition: acked / failed",
+		"kill: producing to every partition from the kill on: acked / failed",
 		"kill: reconcile error: broker 1: too many open files",
 		"kill: reconcile error: broker 3: too many open files",
 	}
