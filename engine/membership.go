@@ -53,7 +53,9 @@ func (e *Engine) clusterLoop(ctx context.Context) {
 	probes := e.newProbeResponder() // answers starting brokers' volume checks (probe.go)
 	defer probes.wait()
 	for {
+		stopBeats := e.beatThroughRound(ctx)
 		changed := e.clusterRound(ctx)
+		stopBeats()
 		probes.round(ctx)
 	wait:
 		for watching := changed; ; {
@@ -77,6 +79,56 @@ func (e *Engine) clusterLoop(ctx context.Context) {
 				break wait
 			}
 		}
+	}
+}
+
+// maxRoundBeats bounds how long beatThroughRound keeps beating for one
+// round: a round stuck longer than that (not on the volume: the beats
+// would stall with it) is a broker that no longer does its work, and its
+// lease should lapse.
+const maxRoundBeats = 2 * time.Minute
+
+// beatThroughRound beats every heartbeat interval while a cluster round
+// runs past it, until the returned stop is called: a round may take
+// seconds (the controller planning and writing a large change, a report
+// of many partitions, a slow volume), and a broker busy with its work is
+// not dead. Without it, one CreateTopics of 100,000 partitions made the
+// controller miss its lease, and every broker in turn became controller
+// and moved partitions. These beats renew only what peers observe: this
+// broker's own serving lease (leaseHeld) is renewed by rounds alone, which
+// read the assignment after their beat.
+func (e *Engine) beatThroughRound(ctx context.Context) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(e.cfg.HeartbeatInterval)
+		defer t.Stop()
+		until := e.obs.Now() + maxRoundBeats
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if e.obs.Now() > until {
+				e.log.Info("a cluster round has run for too long; no longer beating for it", "limit", maxRoundBeats)
+				return
+			}
+			if err := e.hb.Beat(); err != nil {
+				// The round's own beat reports (and acts on) what failed.
+				e.log.V(1).Info("heartbeat during a long round failed", "err", err.Error())
+				var supplanted *cluster.SupplantedError
+				if errors.As(err, &supplanted) {
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
 	}
 }
 

@@ -833,7 +833,13 @@ func (l *Log) adoptSegments(entries []fs.DirEntry) (*manifest, error) {
 	if len(list) == 0 {
 		return m, nil
 	}
-	l.log.Info("no manifest: adopting segment files", "segments", len(list))
+	if len(list) == 1 && list[0].base == 0 {
+		// A partition that never checkpointed (a new one writes its
+		// manifest with its first checkpoint): the usual case, not news.
+		l.log.V(1).Info("no manifest: adopting the first segment", "epoch", list[0].epoch)
+	} else {
+		l.log.Info("no manifest: adopting segment files", "segments", len(list))
+	}
 	m.LogStartOffset = list[0].base
 	for i, f := range list {
 		ms := manifestSegment{Base: f.base, Epoch: f.epoch}
