@@ -695,7 +695,7 @@ func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 	buf := dst[n0:]
 	var total int64
 	for total+BatchHeaderSize <= int64(len(buf)) {
-		h, err := ParseBatchHeader(buf[total:])
+		h, err := ParseStoredBatchHeader(buf[total:])
 		if err != nil {
 			return dst[:n0], fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, v.seg.name, start+total, err)
 		}

@@ -279,7 +279,7 @@ func (l *Log) readRefIn(v readView, offset int64, maxBytes int, below int64) (Re
 			bufPos, bufLen = p, n
 		}
 		off := p - bufPos
-		h, err := ParseBatchHeader(buf[off : off+BatchHeaderSize])
+		h, err := ParseStoredBatchHeader(buf[off : off+BatchHeaderSize])
 		if err != nil {
 			return Ref{}, fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, v.seg.name, p, err)
 		}
