@@ -47,7 +47,8 @@ var noTS = tsMark{ts: -1, base: -1, last: -1}
 type segment struct {
 	base  int64
 	epoch int32
-	seq   int // creation order within this Log: later segments have larger seq
+	gen   int64 // cleaned generation, 0 for a plain segment
+	seq   int   // creation order within this Log: later segments have larger seq
 	// h is the cached handle readers pread from (Log.acquireView). For the
 	// active segment it is a second read-write handle, distinct from the
 	// append handle, on which the syncer calls Sync, so that Sync and
@@ -75,6 +76,9 @@ type segment struct {
 	loadMu      sync.Mutex  // serialises lazy index loads
 	files       *indexFiles // non-nil while the segment is active
 }
+
+// id identifies s's files.
+func (s *segment) id() segID { return segID{base: s.base, epoch: s.epoch, gen: s.gen} }
 
 // indexFiles are the index files of the active segment. Entries reach them
 // in checkpoint rounds, at roll and at Close, each flush opening the files,

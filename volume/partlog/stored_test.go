@@ -29,21 +29,23 @@ func storedBatch(base int64, last int32, ts int64, deltas ...int32) []byte {
 	return b
 }
 
-// handSegment is a sealed segment written by hand: its batches, and the
-// offset its manifest entry ends at (the next segment's base), which may
-// lie past its last batch.
+// handSegment is a sealed segment written by hand: its batches, the
+// offset its manifest entry ends at (the next segment's base), which in a
+// cleaned segment may lie past its last batch, and its cleaned generation
+// (0: a plain segment).
 type handSegment struct {
 	base, end int64
+	gen       int64
 	batches   [][]byte
 }
 
-// writeHandLog writes a partition as a writer of epoch would have left it:
-// the fence, every segment's files with the indexes the writer would have
-// built (noteBatch), and its manifest naming them all sealed. Open at a
-// later epoch takes it over.
-func writeHandLog(t testing.TB, fsys volume.FS, epoch int32, logStart int64, segs []handSegment) {
+// writeHandLog writes a partition in dir as a writer of epoch would have
+// left it: the fence, every segment's files with the indexes the writer
+// would have built (noteBatch), and its manifest naming them all sealed.
+// Open at a later epoch takes it over. It returns the manifest.
+func writeHandLog(t testing.TB, fsys volume.FS, dir string, epoch int32, logStart int64, segs []handSegment) manifest {
 	t.Helper()
-	if err := writeFence(fsys, testDir, epoch, true); err != nil {
+	if err := writeFence(fsys, dir, epoch, true); err != nil {
 		t.Fatal(err)
 	}
 	m := manifest{Version: manifestVersion, WriterEpoch: epoch, LogStartOffset: logStart,
@@ -60,7 +62,7 @@ func writeHandLog(t testing.TB, fsys volume.FS, epoch int32, logStart int64, seg
 			data = append(data, b...)
 		}
 		s.addTimeEntry()
-		logPath, indexPath, timePath := segmentPaths(testDir, hs.base, epoch)
+		logPath, indexPath, timePath := segID{base: hs.base, epoch: epoch, gen: hs.gen}.paths(dir)
 		for _, f := range []struct {
 			name string
 			data []byte
@@ -69,12 +71,13 @@ func writeHandLog(t testing.TB, fsys volume.FS, epoch int32, logStart int64, seg
 				t.Fatal(err)
 			}
 		}
-		m.Segments = append(m.Segments, manifestSegment{Base: hs.base, Epoch: epoch, Sealed: true, EndOffset: hs.end,
+		m.Segments = append(m.Segments, manifestSegment{Base: hs.base, Epoch: epoch, Gen: hs.gen, Sealed: true, EndOffset: hs.end,
 			Size: int64(len(data)), MaxTimestamp: s.maxTS.ts, MaxTimestampOffset: s.maxTS.last})
 	}
-	if err := writeManifest(fsys, testDir, &m); err != nil {
+	if err := writeManifest(fsys, dir, &m); err != nil {
 		t.Fatal(err)
 	}
+	return m
 }
 
 // batchAt reads the batch Read returns first for offset and checks that it
@@ -137,7 +140,7 @@ func TestParseStoredBatchHeader(t *testing.T) {
 // ListOffsets answers a record's real offset, never a dropped one's.
 func TestReadStoredBatches(t *testing.T) {
 	fsys := newMemFS(t)
-	writeHandLog(t, fsys, 1, 0, []handSegment{
+	writeHandLog(t, fsys, testDir, 1, 0, []handSegment{
 		{base: 0, end: 12, batches: [][]byte{
 			storedBatch(0, 4, 1000, 1, 3), // 0-4: records at 1 (1001), 3 (1003)
 			storedBatch(5, 2, 1005),       // 5-7: empty
@@ -176,17 +179,13 @@ func TestReadStoredBatches(t *testing.T) {
 	if fmt.Sprint(scanned) != "[0 5 8 10 12]" {
 		t.Errorf("Scan: batches at %v", scanned)
 	}
-	for _, tc := range []struct{ ts, offset, at int64 }{
+	checkOffsetsForTimestamp(t, l, []tsAnswer{
 		{0, 1, 1001},    // not the batch's base offset 0: no record is there
 		{1002, 3, 1003}, // the record at delta 3
 		{1004, 8, 1008}, // past the empty batch
 		{1010, 11, 1011},
 		{1012, 12, 1012},
-	} {
-		if off, at, ok := l.OffsetForTimestamp(tc.ts); !ok || off != tc.offset || at != tc.at {
-			t.Errorf("OffsetForTimestamp(%d) = %d, %d, %v; want %d, %d", tc.ts, off, at, ok, tc.offset, tc.at)
-		}
-	}
+	})
 	// Appends after the cleaned batches are as before.
 	res := mustAppend(t, l, batch(2, 10, 2000))
 	mustSync(t, l, res.LastOffset)
