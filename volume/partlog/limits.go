@@ -315,6 +315,9 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 			panic("partlog: segments dropped from the front outside retMu")
 		}
 	}
+	for _, v := range victims {
+		v.gone = true
+	}
 	l.segs = slices.Clone(l.segs[k:])
 	first := l.segs[0].base
 	l.mu.Unlock()

@@ -828,9 +828,9 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
 	l.mu.Unlock()
 	for _, s := range segs {
 		l.mu.Lock()
-		if len(l.segs) == 0 || s.seq < l.segs[0].seq {
+		if s.gone {
 			l.mu.Unlock()
-			continue // dropped by retention meanwhile
+			continue // dropped meanwhile
 		}
 		v := l.viewLocked(d, s)
 		segMax := s.maxTS.ts

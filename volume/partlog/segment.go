@@ -65,6 +65,11 @@ type segment struct {
 	// time index could not tell their max timestamp.
 	maxTSUnknown bool
 	firstAppend  time.Time // (mu) zero while empty or unknown
+	// gone is set (mu) once s has left Log.segs: a reader that took s from
+	// an older copy of the list must not pin it any more. A segment that a
+	// cleaned one replaces leaves from the middle of the list, where
+	// comparing creation order with the first segment's cannot tell.
+	gone bool
 
 	// offsets and times are the in-memory sparse indexes (mu). For the
 	// active segment they are always loaded; for a sealed segment loaded by
