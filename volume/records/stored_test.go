@@ -99,6 +99,26 @@ func TestValidateStored(t *testing.T) {
 	}
 }
 
+// TestValidateStoredFixtures: every batch real clients write is a valid
+// stored batch too, and a warm Validator checks one with no allocation.
+func TestValidateStoredFixtures(t *testing.T) {
+	v := new(Validator)
+	for name, b := range validBatches(t) {
+		if err := v.ValidateStored(b, testLimit); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if raceEnabled {
+		return // the race detector's sync.Pool drops items
+	}
+	for _, c := range rt.Codecs {
+		b := withLastDelta(rt.Batch{Codec: c, Records: sparse(1, 4, 9, 30)}.Bytes(), 40)
+		if n := testing.AllocsPerRun(20, func() { _ = v.ValidateStored(b, testLimit) }); n != 0 {
+			t.Errorf("%s: %.1f allocations per stored batch", c, n)
+		}
+	}
+}
+
 // TestEachStored: records are reported at their real offset deltas and
 // timestamps, a delete horizon's rebased deltas included.
 func TestEachStored(t *testing.T) {
