@@ -44,9 +44,32 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type BatchHeader = records.BatchHeader
 
 // ParseBatchHeader decodes the fixed header at the start of b. It checks only
-// what the header alone can tell (size, magic, length fields); ValidateBatch
+// what the header alone can tell (size, magic, length fields, a record count
+// of exactly last offset delta + 1, as every produced batch has); ValidateBatch
 // also checks the whole batch and its CRC. Errors wrap ErrCorruptBatch.
 func ParseBatchHeader(b []byte) (BatchHeader, error) {
+	h, err := parseHeader(b)
+	if err == nil && !h.Dense() { // the last offset delta is >= 0: at least one record
+		err = fmt.Errorf("%w: %d records for last offset delta %d", ErrCorruptBatch, h.NumRecords, h.LastOffsetDelta)
+	}
+	return h, err
+}
+
+// ParseStoredBatchHeader is ParseBatchHeader for a batch read back from a
+// log, which the log cleaner may have rewritten (docs/volume.md, Layout):
+// it may hold fewer records than last offset delta + 1, or none; its
+// offsets still run from its base to its last offset. Appends and the
+// recovery of a log's tail (never cleaned) keep ParseBatchHeader.
+func ParseStoredBatchHeader(b []byte) (BatchHeader, error) {
+	h, err := parseHeader(b)
+	if err == nil && (h.NumRecords < 0 || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1) {
+		err = fmt.Errorf("%w: %d records for last offset delta %d", ErrCorruptBatch, h.NumRecords, h.LastOffsetDelta)
+	}
+	return h, err
+}
+
+// parseHeader decodes b's header and checks what both parsers check.
+func parseHeader(b []byte) (BatchHeader, error) {
 	if len(b) < BatchHeaderSize {
 		return BatchHeader{}, fmt.Errorf("%w: %d bytes, need at least the %d-byte header", ErrCorruptBatch, len(b), BatchHeaderSize)
 	}
@@ -60,9 +83,6 @@ func ParseBatchHeader(b []byte) (BatchHeader, error) {
 	}
 	if h.LastOffsetDelta < 0 {
 		return h, fmt.Errorf("%w: negative last offset delta %d", ErrCorruptBatch, h.LastOffsetDelta)
-	}
-	if h.NumRecords < 1 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
-		return h, fmt.Errorf("%w: %d records for last offset delta %d", ErrCorruptBatch, h.NumRecords, h.LastOffsetDelta)
 	}
 	return h, nil
 }

@@ -16,11 +16,21 @@ import (
 //	<dir>/<base:%020d>-e<epoch>.log           segment: RecordBatch v2 bytes, back to back
 //	<dir>/<base:%020d>-e<epoch>.index         sparse offset index, indexEntrySize-byte entries
 //	<dir>/<base:%020d>-e<epoch>.timeindex     sparse time index, timeIndexEntrySize-byte entries
+//	<dir>/<base:%020d>-e<epoch>.c<gen>.log    cleaned segment (and its .index, .timeindex): written
+//	                                          by the log cleaner of epoch's writer, generation gen
 //
 // The epoch in a segment name is the leader epoch of the writer that created
 // it. A new leader never appends to a segment created under another epoch, so
 // late writes of a fenced writer land beyond the sealed end recorded in the
 // manifest, where nobody reads.
+//
+// A cleaned segment replaces, in its writer's manifest, sealed segments
+// whose records it keeps a part of (docs/volume.md, Layout): its base is
+// its first input's base, epoch is the cleaning writer's, and gen numbers
+// that writer's cleaned outputs, so a name is never written twice and a
+// zombie's outputs never collide with its successor's. Its batches may hold
+// fewer records than offsets, and it may end before the next segment's
+// base: readers go on with the next segment.
 //
 // The epoch in a manifest name is the epoch of its writer, and each writer
 // writes (replaces) only its own epoch's manifest, so a fenced writer whose
@@ -47,26 +57,51 @@ const (
 	timeIndexExt = ".timeindex"
 	// segmentScanFormat parses a segment file name back.
 	segmentScanFormat = segmentStemFormat + segmentExt
+	// cleanedStemFormat is the stem of a cleaned segment: a segment stem
+	// and the generation. The plain parser refuses it, so recovery never
+	// adopts one as a newer epoch's segment.
+	cleanedStemFormat = segmentStemFormat + ".c%d"
+	cleanedScanFormat = cleanedStemFormat + segmentExt
 
 	// indexEntrySize: relative offset uint32, file position uint32, big-endian.
 	indexEntrySize = 8
 	// timeIndexEntrySize: max timestamp int64, relative offset uint32, big-endian.
 	timeIndexEntrySize = 12
 
-	// manifestVersion is the format version written to the manifest.
-	manifestVersion = 1
+	// manifestVersion is the format version written to the manifest, and
+	// manifestVersionCleaned the one written while it names a cleaned
+	// segment: a kaas that knows only version 1 refuses such a manifest
+	// rather than read a cleaned segment's entry as a plain one.
+	manifestVersion        = 1
+	manifestVersionCleaned = 2
 )
+
+// segID identifies a segment's files: base offset, the epoch of the writer
+// that created them and, for a cleaned segment, its generation (0: plain).
+type segID struct {
+	base  int64
+	epoch int32
+	gen   int64
+}
+
+// stem returns the segment's name without extension.
+func (id segID) stem() string {
+	if id.gen == 0 {
+		return segmentStem(id.base, id.epoch)
+	}
+	return fmt.Sprintf(cleanedStemFormat, id.base, id.epoch, id.gen)
+}
+
+// paths returns the paths of the segment and its two index files in dir.
+func (id segID) paths(dir string) (log, index, timeIndex string) {
+	stem := path.Join(dir, id.stem())
+	return stem + segmentExt, stem + indexExt, stem + timeIndexExt
+}
 
 // segmentStem returns the stem (name without extension) of the segment with
 // the given base offset created under epoch.
 func segmentStem(base int64, epoch int32) string {
 	return fmt.Sprintf(segmentStemFormat, base, epoch)
-}
-
-// segmentPaths returns the paths of a segment and its two index files in dir.
-func segmentPaths(dir string, base int64, epoch int32) (log, index, timeIndex string) {
-	stem := path.Join(dir, segmentStem(base, epoch))
-	return stem + segmentExt, stem + indexExt, stem + timeIndexExt
 }
 
 // parseSegmentName parses a base name produced by segmentStem+segmentExt. It
@@ -83,6 +118,39 @@ func parseSegmentName(name string) (base int64, epoch int32, ok bool) {
 		return 0, 0, false
 	}
 	return base, epoch, true
+}
+
+// parseCleanedSegmentName parses a base name produced by segID.stem (with a
+// generation above 0) + segmentExt, rejecting names that do not round-trip
+// exactly.
+func parseCleanedSegmentName(name string) (segID, bool) {
+	var id segID
+	if !strings.HasSuffix(name, segmentExt) {
+		return id, false
+	}
+	if _, err := fmt.Sscanf(name, cleanedScanFormat, &id.base, &id.epoch, &id.gen); err != nil {
+		return segID{}, false
+	}
+	if id.base < 0 || id.epoch < 0 || id.gen <= 0 || id.stem()+segmentExt != name {
+		return segID{}, false
+	}
+	return id, true
+}
+
+// parseAnySegmentFile parses the name of any of a plain or cleaned
+// segment's three files (a stem plus segmentExt, indexExt or timeIndexExt).
+func parseAnySegmentFile(name string) (segID, bool) {
+	for _, ext := range []string{segmentExt, indexExt, timeIndexExt} {
+		stem, found := strings.CutSuffix(name, ext)
+		if !found {
+			continue
+		}
+		if base, epoch, ok := parseSegmentName(stem + segmentExt); ok {
+			return segID{base: base, epoch: epoch}, true
+		}
+		return parseCleanedSegmentName(stem + segmentExt)
+	}
+	return segID{}, false
 }
 
 // manifestName returns the base name of the manifest written by epoch.

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"path"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -76,8 +75,9 @@ var ErrNoSpace = errors.New("no space left on the data volume")
 //     nothing. One that finds its fence still held knows every later owner
 //     reads the new manifest (close-to-open), which no longer names them.
 //   - Names as identities? Segments are named by base offset and creating
-//     epoch, never reused below the log start, and only files below this
-//     writer's own first segment are removed.
+//     epoch (and a cleaned one by its generation), never reused below the
+//     log start, and only files below this writer's own first segment are
+//     removed.
 //
 // Handles before deletes: a dropped segment's read handle is closed first,
 // by the dropper or, while a reader has it pinned (a Ref being sent, a Read
@@ -270,9 +270,9 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 	}
 	m := l.man.clone()
 	for i, v := range victims {
-		if i >= len(m.Segments)-1 || m.Segments[i].Base != v.base || m.Segments[i].Epoch != v.epoch || !m.Segments[i].Sealed {
+		if i >= len(m.Segments)-1 || m.Segments[i].id() != v.id() || !m.Segments[i].Sealed {
 			l.manMu.Unlock()
-			return false, fmt.Errorf("%s: %w: segment %s is not the sealed segment %d of the manifest", why, ErrCorruptLog, segmentStem(v.base, v.epoch), i)
+			return false, fmt.Errorf("%s: %w: segment %s is not the sealed segment %d of the manifest", why, ErrCorruptLog, v.id().stem(), i)
 		}
 	}
 	m.Segments = slices.Clone(m.Segments[k:])
@@ -315,6 +315,9 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 			panic("partlog: segments dropped from the front outside retMu")
 		}
 	}
+	for _, v := range victims {
+		v.gone = true
+	}
 	l.segs = slices.Clone(l.segs[k:])
 	first := l.segs[0].base
 	l.mu.Unlock()
@@ -330,7 +333,7 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 	}
 	if k > 0 {
 		l.log.V(1).Info("dropped segments", "reason", why, "segments", k,
-			"first", segmentStem(victims[0].base, victims[0].epoch), "logStartOffset", l.LogStartOffset(),
+			"first", victims[0].id().stem(), "logStartOffset", l.LogStartOffset(),
 			"filesRemoved", remove, "deferred", k-len(free))
 	}
 	if !remove {
@@ -364,7 +367,7 @@ func (l *Log) freeSegment(s *segment, remove bool) {
 	if !remove {
 		return
 	}
-	logPath, indexPath, timePath := segmentPaths(l.dir, s.base, s.epoch)
+	logPath, indexPath, timePath := s.id().paths(l.dir)
 	for _, p := range []string{logPath, indexPath, timePath} {
 		if err := l.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.log.Info("removing a dropped segment's file failed; a later pass removes it", "file", p, "err", err.Error())
@@ -388,13 +391,13 @@ func (l *Log) sweepOrphans(first int64) {
 }
 
 // removeOrphans removes the segment files in entries (a listing of the
-// partition directory) whose base offset is below first and whose stem is
-// not in keep. It returns how many it removed.
+// partition directory), plain or cleaned, whose base offset is below first
+// and whose stem is not in keep. It returns how many it removed.
 func (l *Log) removeOrphans(entries []fs.DirEntry, first int64, keep map[string]bool) int {
 	n := 0
 	for _, e := range entries {
-		base, epoch, ok := parseSegmentFileName(e.Name())
-		if !ok || base >= first || keep[segmentStem(base, epoch)] {
+		id, ok := parseAnySegmentFile(e.Name())
+		if !ok || id.base >= first || keep[id.stem()] {
 			continue
 		}
 		err := l.fsys.Remove(path.Join(l.dir, e.Name()))
@@ -409,15 +412,4 @@ func (l *Log) removeOrphans(entries []fs.DirEntry, first int64, keep map[string]
 		l.log.V(1).Info("removed orphan segment files below the log start", "files", n, "firstSegment", first)
 	}
 	return n
-}
-
-// parseSegmentFileName parses the name of any of a segment's three files
-// (segmentStem plus segmentExt, indexExt or timeIndexExt).
-func parseSegmentFileName(name string) (base int64, epoch int32, ok bool) {
-	for _, ext := range []string{segmentExt, indexExt, timeIndexExt} {
-		if stem, found := strings.CutSuffix(name, ext); found {
-			return parseSegmentName(stem + segmentExt)
-		}
-	}
-	return 0, 0, false
 }

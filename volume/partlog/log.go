@@ -124,7 +124,8 @@ type EpochEntry struct {
 type SegmentInfo struct {
 	Base      int64 // first offset
 	EndOffset int64 // offset after the last batch (appended, durable or not)
-	Epoch     int32 // leader epoch of the writer that created it
+	Epoch     int32 // leader epoch of the writer that created it (a cleaned segment: that cleaned it)
+	Gen       int64 // cleaned generation, 0 for a segment as appended
 	Size      int64 // bytes
 	Sealed    bool
 }
@@ -225,7 +226,7 @@ func (l *Log) Segments() []SegmentInfo {
 	defer l.mu.Unlock()
 	out := make([]SegmentInfo, len(l.segs))
 	for i, s := range l.segs {
-		out[i] = SegmentInfo{Base: s.base, EndOffset: s.next, Epoch: s.epoch, Size: s.size, Sealed: s.sealed}
+		out[i] = SegmentInfo{Base: s.base, EndOffset: s.next, Epoch: s.epoch, Gen: s.gen, Size: s.size, Sealed: s.sealed}
 	}
 	return out
 }
@@ -475,7 +476,7 @@ func (l *Log) rollLocked() error {
 	}
 	l.wh = wh
 	l.segs = append(l.segs, seg)
-	l.log.V(1).Info("rolled segment", "sealed", segmentStem(old.base, old.epoch), "endOffset", l.next, "size", old.size)
+	l.log.V(1).Info("rolled segment", "sealed", old.id().stem(), "endOffset", l.next, "size", old.size)
 	return nil
 }
 
@@ -529,9 +530,13 @@ func (l *Log) checkFence() error {
 // readView is what a reader needs of one segment, copied under mu, and
 // the segment's open file (acquireView).
 type readView struct {
-	seg     *segment
-	f       volume.File
-	limit   int64 // readable end (durable, below the high watermark)
+	seg   *segment
+	f     volume.File
+	limit int64 // readable end (durable, below the high watermark)
+	// end is where the offsets of a cleaned segment, wholly readable, end
+	// (the next segment's base), which its last batch may end before; -1
+	// for any other segment, whose batches run to its end.
+	end     int64
 	offsets []offsetEntry
 	times   []timeEntry
 	loaded  bool
@@ -576,12 +581,15 @@ func (l *Log) acquireView(v readView) (readView, error) {
 
 // viewLocked builds the view of s as of d.
 func (l *Log) viewLocked(d *durableState, s *segment) readView {
-	v := readView{seg: s, offsets: s.offsets, times: s.times, loaded: s.indexLoaded}
+	v := readView{seg: s, offsets: s.offsets, times: s.times, loaded: s.indexLoaded, end: -1}
 	switch {
 	case s == d.seg:
 		v.limit = d.pos
 	case s.seq < d.seg.seq:
 		v.limit = s.size // sealed before the durable segment was active
+		if s.gen != 0 {
+			v.end = s.next
+		}
 	default:
 		v.limit = 0 // created after the last round: nothing durable yet
 	}
@@ -603,7 +611,7 @@ func (l *Log) loadView(v readView) (readView, error) {
 	if loaded {
 		return v, nil
 	}
-	logPath, indexPath, timePath := segmentPaths(l.dir, s.base, s.epoch)
+	logPath, indexPath, timePath := s.id().paths(l.dir)
 	ob, err := readPrefix(l.fsys, indexPath, -1)
 	if err != nil {
 		return v, fmt.Errorf("load index of %s: %w", logPath, err)
@@ -637,13 +645,23 @@ func (l *Log) checkReadable(offset int64) (*durableState, error) {
 	return d, nil
 }
 
-// findBatch returns the position of the batch holding offset in v.
+// errPastSegment is findBatch's finding that offset lies after the last
+// batch of a cleaned segment, in the gap cleaning left before the next
+// segment: the read goes on there.
+var errPastSegment = errors.New("offset past the last batch of a cleaned segment")
+
+// findBatch returns the position of the batch holding offset in v or, in
+// a cleaned segment, of the first batch after offset (offsets in a gap
+// cleaning left read from the next batch, as in Kafka).
 func findBatch(v readView, offset int64) (int64, error) {
 	pos := lookupPosition(v.offsets, v.seg.base, offset)
 	sc := newHeaderScanner(v.f, v.seg.name, pos, v.limit)
 	defer sc.release()
 	for {
 		h, at, err := sc.next()
+		if err == io.EOF && v.end >= 0 {
+			return 0, errPastSegment
+		}
 		if err == io.EOF {
 			return 0, fmt.Errorf("%w: offset %d not found in %s below position %d", ErrCorruptLog, offset, v.seg.name, v.limit)
 		}
@@ -661,7 +679,10 @@ func findBatch(v readView, offset int64) (int64, error) {
 // high watermark and never across a segment boundary (the caller reads on
 // from the next offset). offset == HighWatermark returns dst unchanged;
 // offsets below LogStartOffset or above the high watermark give
-// ErrOffsetOutOfRange. The first batch may start before offset.
+// ErrOffsetOutOfRange. The first batch may start before offset, or, for an
+// offset that cleaning removed, after it (in the next segment, past a gap
+// at a cleaned segment's end); dst is unchanged when no batch is left
+// below the high watermark.
 func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 	d, err := l.checkReadable(offset)
 	if err != nil {
@@ -670,15 +691,11 @@ func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 	if offset == d.hw {
 		return dst, nil
 	}
-	v, err := l.viewAt(d, offset)
+	v, start, err := l.findView(d, offset)
 	if v.seg != nil {
 		defer l.unpin(v.seg)
 	}
-	if err != nil {
-		return dst, err
-	}
-	start, err := findBatch(v, offset)
-	if err != nil {
+	if err != nil || start < 0 {
 		return dst, err
 	}
 	avail := v.limit - start
@@ -695,7 +712,7 @@ func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 	buf := dst[n0:]
 	var total int64
 	for total+BatchHeaderSize <= int64(len(buf)) {
-		h, err := ParseBatchHeader(buf[total:])
+		h, err := ParseStoredBatchHeader(buf[total:])
 		if err != nil {
 			return dst[:n0], fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, v.seg.name, start+total, err)
 		}
@@ -716,6 +733,32 @@ func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 		total += h.Size()
 	}
 	return dst[:n0+int(total)], nil
+}
+
+// findView returns the pinned view of the segment holding offset and the
+// position of the batch findBatch finds there. Past the last batch of a
+// cleaned segment it goes on with the next segment, from its base; start is
+// -1 when no batch is left below the high watermark. The caller unpins
+// v.seg when it is non-nil, error or not.
+func (l *Log) findView(d *durableState, offset int64) (v readView, start int64, err error) {
+	for {
+		v, err = l.viewAt(d, offset)
+		if err != nil {
+			return v, -1, err
+		}
+		if v.limit == 0 && v.end < 0 {
+			return v, -1, nil // created after the last round: nothing durable yet
+		}
+		start, err = findBatch(v, offset)
+		if !errors.Is(err, errPastSegment) {
+			return v, start, err
+		}
+		offset = v.end
+		l.unpin(v.seg)
+		if offset >= d.hw {
+			return readView{}, -1, nil
+		}
+	}
 }
 
 // Scan calls fn with the header of every batch from the one containing from
@@ -744,18 +787,11 @@ func (l *Log) Scan(from int64, fn func(h BatchHeader) error) error {
 // scanSegment is Scan within the segment holding from, pinned meanwhile. It
 // returns where the scan goes on, and done when nothing more is readable.
 func (l *Log) scanSegment(d *durableState, from int64, fn func(h BatchHeader) error) (next int64, done bool, err error) {
-	v, err := l.viewAt(d, from)
+	v, pos, err := l.findView(d, from)
 	if v.seg != nil {
 		defer l.unpin(v.seg)
 	}
-	if err != nil {
-		return from, true, err
-	}
-	if v.limit == 0 {
-		return from, true, nil
-	}
-	pos, err := findBatch(v, from)
-	if err != nil {
+	if err != nil || pos < 0 {
 		return from, true, err
 	}
 	sc := newHeaderScanner(v.f, v.seg.name, pos, v.limit)
@@ -763,7 +799,7 @@ func (l *Log) scanSegment(d *durableState, from int64, fn func(h BatchHeader) er
 	for {
 		h, _, err := sc.next()
 		if err == io.EOF {
-			return from, false, nil
+			return max(from, v.end), false, nil // a cleaned segment's offsets run to its end
 		}
 		if err != nil {
 			return from, true, err
@@ -792,9 +828,9 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
 	l.mu.Unlock()
 	for _, s := range segs {
 		l.mu.Lock()
-		if len(l.segs) == 0 || s.seq < l.segs[0].seq {
+		if s.gone {
 			l.mu.Unlock()
-			continue // dropped by retention meanwhile
+			continue // dropped meanwhile
 		}
 		v := l.viewLocked(d, s)
 		segMax := s.maxTS.ts

@@ -313,7 +313,8 @@ func TestTornTailRecovery(t *testing.T) {
 					disk = fsys.CrashClone() // the log is abandoned, never closed
 				}
 				segs := l.Segments()
-				logPath, _, _ := segmentPaths(testDir, segs[len(segs)-1].Base, segs[len(segs)-1].Epoch)
+				last := segs[len(segs)-1]
+				logPath, _, _ := segID{base: last.Base, epoch: last.Epoch}.paths(testDir)
 				appendRaw(t, disk, logPath, tt.garbage)
 
 				l2 := mustOpen(t, disk, cfg)
@@ -838,7 +839,7 @@ func TestOSFilesystem(t *testing.T) {
 	segs := l.Segments()
 	mustClose(t, l)
 	last := segs[len(segs)-1]
-	logPath, _, _ := segmentPaths(dir, last.Base, last.Epoch)
+	logPath, _, _ := segID{base: last.Base, epoch: last.Epoch}.paths(dir)
 	appendRaw(t, fsys, logPath, batch(1, 100, 1)[:30])
 
 	cfg.Epoch = 2

@@ -35,8 +35,12 @@ type manifest struct {
 // manifestSegment describes one segment. Sealed segments are trusted as
 // described and never scanned; only the last segment may be unsealed.
 type manifestSegment struct {
-	Base   int64 `json:"base"`
-	Epoch  int32 `json:"epoch"`
+	Base  int64 `json:"base"`
+	Epoch int32 `json:"epoch"`
+	// Gen is a cleaned segment's generation (its name's .c<gen>), 0 for a
+	// plain segment. A cleaned segment is sealed; its EndOffset is the
+	// next segment's base, which its last batch may end before.
+	Gen    int64 `json:"gen,omitempty"`
 	Sealed bool  `json:"sealed,omitempty"`
 	// EndOffset and Size are the sealed end: the offset after the last batch
 	// and the byte size. Bytes beyond Size (a fenced writer's late appends)
@@ -50,6 +54,21 @@ type manifestSegment struct {
 	// MaxTimestampUnknown marks a segment adopted without a manifest whose
 	// time index did not tell its max timestamp.
 	MaxTimestampUnknown bool `json:"maxTimestampUnknown,omitempty"`
+}
+
+// id identifies the segment's files.
+func (s manifestSegment) id() segID { return segID{base: s.Base, epoch: s.Epoch, gen: s.Gen} }
+
+// version is the format version m is written with: version 1 unless it
+// names a cleaned segment, so that a log never cleaned keeps the manifest
+// every kaas reads, byte for byte.
+func (m *manifest) version() int {
+	for _, s := range m.Segments {
+		if s.Gen != 0 {
+			return manifestVersionCleaned
+		}
+	}
+	return manifestVersion
 }
 
 // checkpoint is the durable state of the last segment as of a sync round.
@@ -221,8 +240,8 @@ func readManifestFile(fsys volume.FS, name string, epoch int32) (*manifest, erro
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%w: decode %s: %v", ErrCorruptLog, name, err)
 	}
-	if m.Version != manifestVersion {
-		return nil, fmt.Errorf("%w: %s has version %d, want %d", ErrCorruptLog, name, m.Version, manifestVersion)
+	if m.Version != manifestVersion && m.Version != manifestVersionCleaned {
+		return nil, fmt.Errorf("%w: %s has version %d, want %d or %d", ErrCorruptLog, name, m.Version, manifestVersion, manifestVersionCleaned)
 	}
 	if epoch >= 0 && m.WriterEpoch != epoch {
 		return nil, fmt.Errorf("%w: %s was written by epoch %d", ErrCorruptLog, name, m.WriterEpoch)
@@ -235,19 +254,26 @@ func readManifestFile(fsys volume.FS, name string, epoch int32) (*manifest, erro
 
 // check verifies the manifest's internal consistency.
 func (m *manifest) check() error {
+	if m.Version < m.version() {
+		return fmt.Errorf("version %d names cleaned segments", m.Version)
+	}
 	for i, s := range m.Segments {
 		last := i == len(m.Segments)-1
+		stem := s.id().stem()
 		if !s.Sealed && !last {
-			return fmt.Errorf("segment %s is not last but not sealed", segmentStem(s.Base, s.Epoch))
+			return fmt.Errorf("segment %s is not last but not sealed", stem)
+		}
+		if s.Gen < 0 || (s.Gen > 0 && !s.Sealed) {
+			return fmt.Errorf("segment %s: generation %d, sealed %v", stem, s.Gen, s.Sealed)
 		}
 		if i > 0 {
 			prev := m.Segments[i-1]
 			if prev.EndOffset != s.Base {
-				return fmt.Errorf("segment %s starts at %d, previous ends at %d", segmentStem(s.Base, s.Epoch), s.Base, prev.EndOffset)
+				return fmt.Errorf("segment %s starts at %d, previous ends at %d", stem, s.Base, prev.EndOffset)
 			}
 		}
 		if s.Sealed && (s.EndOffset < s.Base || s.Size < 0) {
-			return fmt.Errorf("segment %s has sealed end %d/%d bytes", segmentStem(s.Base, s.Epoch), s.EndOffset, s.Size)
+			return fmt.Errorf("segment %s has sealed end %d/%d bytes", stem, s.EndOffset, s.Size)
 		}
 	}
 	for i := 1; i < len(m.Epochs); i++ {
@@ -258,10 +284,12 @@ func (m *manifest) check() error {
 	return nil
 }
 
-// writeManifest encodes m and replaces the manifest of m.WriterEpoch
-// atomically. Only the writer of that epoch calls it: a fenced writer's late
-// write replaces its own, superseded manifest, never a newer writer's.
+// writeManifest encodes m, with the version its segments need, and
+// replaces the manifest of m.WriterEpoch atomically. Only the writer of that
+// epoch calls it: a fenced writer's late write replaces its own, superseded
+// manifest, never a newer writer's.
 func writeManifest(fsys volume.FS, dir string, m *manifest) error {
+	m.Version = m.version()
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)

@@ -333,7 +333,7 @@ func TestNewerSegmentWithoutManifest(t *testing.T) {
 			_ = l1.Close()
 
 			// Epoch 1's late appends, after the seal.
-			e1Path, _, _ := segmentPaths(testDir, e1Tail.Base, e1Tail.Epoch)
+			e1Path, _, _ := segID{base: e1Tail.Base, epoch: e1Tail.Epoch}.paths(testDir)
 			zombie := stamped(batch(2, 150, 99), e1Tail.EndOffset, 1)
 			appendRaw(t, disk, e1Path, zombie)
 			// Epoch 2's manifest is gone; epoch 1's is back.

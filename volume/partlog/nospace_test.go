@@ -114,7 +114,7 @@ func TestAppendNoSpaceLeavesLogUsable(t *testing.T) {
 			if leo, hw := l.LogEndOffset(), l.HighWatermark(); leo != 1 || hw != 1 || l.Size() != size {
 				t.Fatalf("after ENOSPC: LEO %d HW %d size %d, want 1, 1, %d", leo, hw, l.Size(), size)
 			}
-			logPath, _, _ := segmentPaths(testDir, 0, 1)
+			logPath, _, _ := segID{base: 0, epoch: 1}.paths(testDir)
 			if n, err := fileSize(mem, logPath); err != nil || n != size {
 				t.Fatalf("segment file holds %d bytes (%v), want %d: the partial write was not undone", n, err, size)
 			}

@@ -345,7 +345,6 @@ func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
 		return err
 	}
 
-	m.Version = manifestVersion
 	m.WriterEpoch = l.cfg.Epoch
 	m.Checkpoint = checkpoint{
 		SegmentBase: tail.base, SegmentEpoch: tail.epoch,
@@ -425,7 +424,7 @@ func (l *Log) checkHistory(m *manifest) error {
 	}
 	for _, s := range m.Segments {
 		if s.Epoch > l.cfg.Epoch {
-			return fmt.Errorf("%w: segment %s was created by a later epoch", ErrFenced, segmentStem(s.Base, s.Epoch))
+			return fmt.Errorf("%w: segment %s was created by a later epoch", ErrFenced, s.id().stem())
 		}
 	}
 	return nil
@@ -449,7 +448,7 @@ func addEpoch(history []EpochEntry, e EpochEntry) []EpochEntry {
 // its sealed size and leaves it open in the cache, least recently used
 // first. Its indexes load on first use.
 func (l *Log) openSealed(ms manifestSegment, seq int) (*segment, error) {
-	logPath, _, _ := segmentPaths(l.dir, ms.Base, ms.Epoch)
+	logPath, _, _ := ms.id().paths(l.dir)
 	rf, err := l.fsys.Open(logPath)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -467,7 +466,7 @@ func (l *Log) openSealed(ms manifestSegment, seq int) (*segment, error) {
 		return nil, fmt.Errorf("%w: sealed segment %s has %d bytes, manifest says %d", ErrCorruptLog, logPath, fi.Size(), ms.Size)
 	}
 	s := &segment{
-		base: ms.Base, epoch: ms.Epoch, seq: seq, name: logPath,
+		base: ms.Base, epoch: ms.Epoch, gen: ms.Gen, seq: seq, name: logPath,
 		sealed: true, size: ms.Size, next: ms.EndOffset,
 		maxTS:        tsMark{ts: ms.MaxTimestamp, base: -1, last: ms.MaxTimestampOffset},
 		maxTSUnknown: ms.MaxTimestampUnknown,
@@ -506,7 +505,7 @@ func (l *Log) newSegmentHandle(s *segment) {
 // sealed size and never read.
 func (l *Log) sealTail(m *manifest, tail *segment) {
 	l.sealRecovered(&m.Segments[len(m.Segments)-1], tail)
-	l.log.Info("sealed previous epoch's segment", "segment", segmentStem(tail.base, tail.epoch), "endOffset", tail.next, "size", tail.size)
+	l.log.Info("sealed previous epoch's segment", "segment", tail.id().stem(), "endOffset", tail.next, "size", tail.size)
 }
 
 // sealRecovered seals s, just recovered by recoverTail, at its recovered
@@ -550,7 +549,7 @@ func (l *Log) removeOldManifests(names []string) {
 // failure leaves only an ignored file (adoption prefers the higher epoch at
 // the same base).
 func (l *Log) removeSegmentFiles(s *segment) {
-	logPath, indexPath, timePath := segmentPaths(l.dir, s.base, s.epoch)
+	logPath, indexPath, timePath := s.id().paths(l.dir)
 	for _, p := range []string{logPath, indexPath, timePath} {
 		if err := l.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.log.V(1).Info("removing dropped empty segment file failed", "file", p, "err", err.Error())
@@ -570,7 +569,13 @@ func (l *Log) removeSegmentFiles(s *segment) {
 // and never truncated, since the bytes after limit are a fenced writer's
 // late appends, never read. The caller seals it.
 func (l *Log) recoverTail(ms manifestSegment, cp *checkpoint, seq int, limit int64) (*segment, error) {
-	logPath, indexPath, timePath := segmentPaths(l.dir, ms.Base, ms.Epoch)
+	if ms.Gen != 0 {
+		// Cleaned segments are sealed and their batches sparse: the dense
+		// tail recovery below would cut them. A chain that needs it is
+		// not one kaas writes.
+		return nil, fmt.Errorf("%w: cleaned segment %s would have to be recovered as a tail", ErrCorruptLog, ms.id().stem())
+	}
+	logPath, indexPath, timePath := ms.id().paths(l.dir)
 	s := &segment{base: ms.Base, epoch: ms.Epoch, seq: seq, name: logPath, next: ms.Base, maxTS: noTS, indexLoaded: true}
 	s.files = &indexFiles{fsys: l.fsys, offsetPath: indexPath, timePath: timePath}
 	l.newSegmentHandle(s)
@@ -746,7 +751,8 @@ type segmentFile struct {
 // never dropped. Of several at one base the highest epoch wins, and a
 // segment starting after one of a higher epoch is superseded by it (a
 // fenced writer's). A segment of an epoch above this writer's means a later
-// writer exists: ErrFenced.
+// writer exists: ErrFenced. Cleaned segments are never adopted (the plain
+// name parser refuses them): one no manifest names was never swapped in.
 func (l *Log) newerSegments(entries []fs.DirEntry, w int32) ([]segmentFile, error) {
 	var list []segmentFile
 	for _, e := range entries {
@@ -806,11 +812,18 @@ func cutAtNewer(m *manifest, newer []segmentFile) error {
 // listing of dir) when there is no manifest (first open of a directory
 // written without one, or a lost manifest). Sealed sizes come from the
 // files; only the last segment is scanned, from its start. At one base
-// offset the highest epoch wins.
+// offset the highest epoch wins. A cleaned segment file is refused
+// (ErrCorruptLog).
 func (l *Log) adoptSegments(entries []fs.DirEntry) (*manifest, error) {
 	type found = segmentFile
 	byBase := map[int64]found{}
 	for _, e := range entries {
+		if id, ok := parseAnySegmentFile(e.Name()); ok && id.gen != 0 {
+			// Only a manifest tells a cleaned segment that replaced its
+			// inputs from one abandoned half-way: guessing could bring
+			// back what cleaning removed, or lose what it kept.
+			return nil, fmt.Errorf("%w: no manifest, but a cleaned segment file %s", ErrCorruptLog, e.Name())
+		}
 		base, epoch, ok := parseSegmentName(e.Name())
 		if !ok {
 			continue
@@ -846,7 +859,7 @@ func (l *Log) adoptSegments(entries []fs.DirEntry) (*manifest, error) {
 		if i < len(list)-1 {
 			ms.Sealed = true
 			ms.EndOffset = list[i+1].base
-			logPath, _, timePath := segmentPaths(l.dir, f.base, f.epoch)
+			logPath, _, timePath := segID{base: f.base, epoch: f.epoch}.paths(l.dir)
 			size, err := fileSize(l.fsys, logPath)
 			if err != nil {
 				return nil, err
@@ -901,7 +914,7 @@ var errCreateUnavailable = errors.New("segment files not created")
 // after the removal, and a crash that resurrects the files leaves an
 // unlisted empty segment, which recovery ignores.
 func (l *Log) createSegment(base int64) (*segment, *handles.Handle, error) {
-	logPath, indexPath, timePath := segmentPaths(l.dir, base, l.cfg.Epoch)
+	logPath, indexPath, timePath := segID{base: base, epoch: l.cfg.Epoch}.paths(l.dir)
 	s := &segment{base: base, epoch: l.cfg.Epoch, name: logPath, next: base, maxTS: noTS, indexLoaded: true,
 		files: &indexFiles{fsys: l.fsys, offsetPath: indexPath, timePath: timePath}}
 	var created []string

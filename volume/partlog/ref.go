@@ -137,7 +137,7 @@ func (l *Log) retiredStems() map[string]bool {
 	defer l.refs.mu.Unlock()
 	out := make(map[string]bool, len(l.refs.retired))
 	for s := range l.refs.retired {
-		out[segmentStem(s.base, s.epoch)] = true
+		out[s.id().stem()] = true
 	}
 	return out
 }
@@ -232,20 +232,17 @@ func (l *Log) ReadRefBelow(offset int64, maxBytes int, below int64) (Ref, error)
 // the segment handles stay open across Close, and readRef returns the
 // segment it pinned (nil if none), which the caller unpins when done.
 func (l *Log) readRef(d *durableState, offset int64, maxBytes int, below int64) (Ref, *segment, error) {
-	v, err := l.viewAt(d, offset)
-	if err != nil {
-		return Ref{}, nil, err
+	v, start, err := l.findView(d, offset)
+	if err != nil || start < 0 {
+		return Ref{}, v.seg, err
 	}
-	ref, err := l.readRefIn(v, offset, maxBytes, below)
+	ref, err := l.readRefIn(v, start, maxBytes, below)
 	return ref, v.seg, err
 }
 
-// readRefIn finds the range for ReadRef in the pinned view v.
-func (l *Log) readRefIn(v readView, offset int64, maxBytes int, below int64) (Ref, error) {
-	start, err := findBatch(v, offset)
-	if err != nil {
-		return Ref{}, err
-	}
+// readRefIn finds the range for ReadRef in the pinned view v, from the
+// batch at position start.
+func (l *Log) readRefIn(v readView, start int64, maxBytes int, below int64) (Ref, error) {
 	rf := v.f
 	avail := v.limit - start
 	want := min(int64(max(maxBytes, 0)), avail)
@@ -279,7 +276,7 @@ func (l *Log) readRefIn(v readView, offset int64, maxBytes int, below int64) (Re
 			bufPos, bufLen = p, n
 		}
 		off := p - bufPos
-		h, err := ParseBatchHeader(buf[off : off+BatchHeaderSize])
+		h, err := ParseStoredBatchHeader(buf[off : off+BatchHeaderSize])
 		if err != nil {
 			return Ref{}, fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, v.seg.name, p, err)
 		}

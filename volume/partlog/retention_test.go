@@ -66,7 +66,7 @@ func segmentNames(t testing.TB, fsys volume.FS) []string {
 	}
 	var out []string
 	for _, e := range ents {
-		if _, _, ok := parseSegmentFileName(e.Name()); ok {
+		if _, ok := parseAnySegmentFile(e.Name()); ok {
 			out = append(out, e.Name())
 		}
 	}
@@ -85,7 +85,7 @@ func checkNoFilesBelow(t testing.TB, fsys volume.FS, first int64) {
 		if strings.HasPrefix(e.Name(), ".nfs") {
 			t.Fatalf("%s in the partition directory: a segment file was removed while open", e.Name())
 		}
-		if base, _, ok := parseSegmentFileName(e.Name()); ok && base < first {
+		if id, ok := parseAnySegmentFile(e.Name()); ok && id.base < first {
 			t.Fatalf("segment file %s is below the first segment %d", e.Name(), first)
 		}
 	}
@@ -426,8 +426,7 @@ func TestRetentionWaitsForPinnedReaders(t *testing.T) {
 	stem0 := segmentStem(0, 1)
 	var have0 bool
 	for _, n := range segmentNames(t, fsys) {
-		base, _, _ := parseSegmentFileName(n)
-		if base == 1 || base == 2 {
+		if id, _ := parseAnySegmentFile(n); id.base == 1 || id.base == 2 {
 			t.Fatalf("%s still there", n)
 		}
 		have0 = have0 || strings.HasPrefix(n, stem0)
@@ -563,7 +562,7 @@ func TestOpenRemovesOrphans(t *testing.T) {
 	// (only the .log of 0, only the indexes of 1): orphans.
 	keep := map[string][]byte{}
 	for _, n := range segmentNames(t, fsys) {
-		if base, _, _ := parseSegmentFileName(n); base < 2 && !(base == 0 && !strings.HasSuffix(n, segmentExt)) && !(base == 1 && strings.HasSuffix(n, segmentExt)) {
+		if id, _ := parseAnySegmentFile(n); id.base < 2 && !(id.base == 0 && !strings.HasSuffix(n, segmentExt)) && !(id.base == 1 && strings.HasSuffix(n, segmentExt)) {
 			b, err := volume.ReadFile(fsys, path.Join(testDir, n))
 			if err != nil {
 				t.Fatal(err)
@@ -725,7 +724,7 @@ func checkRetentionRecovery(t *testing.T, fsys volume.FS, clk *fakeClock, acked 
 	t.Helper()
 	if m, err := readManifest(fsys, testDir); err == nil && m != nil && len(m.Segments) > 0 {
 		for _, n := range segmentNames(t, fsys) {
-			if base, _, _ := parseSegmentFileName(n); base < m.Segments[0].Base {
+			if id, _ := parseAnySegmentFile(n); id.base < m.Segments[0].Base {
 				orphans = true
 			}
 		}

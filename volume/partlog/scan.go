@@ -14,7 +14,8 @@ const scanBufSize = 4096
 var scanBufPool = sync.Pool{New: func() any { b := make([]byte, scanBufSize); return &b }}
 
 // headerScanner walks the batch headers of a trusted (already validated and
-// durable) region [pos, limit) of a segment with pread.
+// durable) region [pos, limit) of a segment with pread. Batches there may
+// be cleaned ones (ParseStoredBatchHeader).
 type headerScanner struct {
 	r      io.ReaderAt
 	name   string
@@ -53,7 +54,7 @@ func (sc *headerScanner) next() (BatchHeader, int64, error) {
 		sc.bufPos, sc.bufLen = sc.pos, n
 	}
 	off := sc.pos - sc.bufPos
-	h, err := ParseBatchHeader((*sc.buf)[off : off+BatchHeaderSize])
+	h, err := ParseStoredBatchHeader((*sc.buf)[off : off+BatchHeaderSize])
 	if err != nil {
 		return h, 0, fmt.Errorf("%w: %s at position %d: %v", ErrCorruptLog, sc.name, sc.pos, err)
 	}

@@ -48,7 +48,8 @@ var noTS = tsMark{ts: -1, base: -1, last: -1}
 type segment struct {
 	base  int64
 	epoch int32
-	seq   int // creation order within this Log: later segments have larger seq
+	gen   int64 // cleaned generation, 0 for a plain segment
+	seq   int   // creation order within this Log: later segments have larger seq
 	// h is the cached handle readers pread from (Log.acquireView). For the
 	// active segment it is a second read-write handle, distinct from the
 	// append handle, on which the syncer calls Sync, so that Sync and
@@ -65,6 +66,11 @@ type segment struct {
 	// time index could not tell their max timestamp.
 	maxTSUnknown bool
 	firstAppend  time.Time // (mu) zero while empty or unknown
+	// gone is set (mu) once s has left Log.segs: a reader that took s from
+	// an older copy of the list must not pin it any more. A segment that a
+	// cleaned one replaces leaves from the middle of the list, where
+	// comparing creation order with the first segment's cannot tell.
+	gone bool
 
 	// offsets and times are the in-memory sparse indexes (mu). For the
 	// active segment they are always loaded; for a sealed segment loaded by
@@ -76,6 +82,9 @@ type segment struct {
 	loadMu      sync.Mutex  // serialises lazy index loads
 	files       *indexFiles // non-nil while the segment is active
 }
+
+// id identifies s's files.
+func (s *segment) id() segID { return segID{base: s.base, epoch: s.epoch, gen: s.gen} }
 
 // indexFiles are the index files of the active segment. Entries reach them
 // in checkpoint rounds, at roll and at Close, each flush opening the files,

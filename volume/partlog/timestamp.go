@@ -12,13 +12,21 @@ const timestampLookupMaxBytes = 128 << 20
 // recordAtOrAfter finds, in the batch h at position at of v's segment (whose
 // max timestamp is >= ts), the first record whose timestamp is >= ts, as
 // Kafka's FileRecords.searchForTimestamp does. ok is false when none is (a
-// max timestamp the records do not bear out): the search goes on with the
-// next batch. A LogAppendTime batch's records all take its max timestamp.
-// A batch that cannot be read or decoded (stored before records were
-// validated) answers its base offset and max timestamp: an answer that
-// may precede the record, never follow it.
+// max timestamp the records do not bear out, or a cleaned batch kept with
+// no records): the search goes on with the next batch. A LogAppendTime
+// batch's records all take its max timestamp. A batch that cannot be read
+// or decoded (stored before records were validated) answers its base
+// offset and max timestamp: an answer that may precede the record, never
+// follow it.
+//
+// Only a dense batch (as produced) answers without decoding: a cleaned one
+// may have lost the records at its base offset, so its records' own offset
+// deltas answer (docs/volume.md, Layout).
 func (l *Log) recordAtOrAfter(v readView, at int64, h BatchHeader, ts int64) (offset, timestamp int64, ok bool) {
-	if h.LogAppendTime() || h.NumRecords == 1 { // one record: it bears the max timestamp
+	switch {
+	case h.NumRecords == 0:
+		return 0, 0, false
+	case h.Dense() && (h.LogAppendTime() || h.NumRecords == 1): // the first record bears the max timestamp
 		return h.BaseOffset, h.MaxTimestamp, true
 	}
 	batch := make([]byte, h.Size())

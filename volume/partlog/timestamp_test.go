@@ -30,19 +30,28 @@ func TestOffsetForTimestampRecords(t *testing.T) {
 		mustAppend(t, l, b.Bytes())
 	}
 	mustSync(t, l, l.LogEndOffset()-1)
-	for _, tc := range []struct{ ts, offset, at int64 }{
+	checkOffsetsForTimestamp(t, l, []tsAnswer{
 		{105, 1, 110},
 		{120, 2, 120},
 		{121, 3, 200},
 		{202, 5, 600},
 		{650, 7, 700},
 		{705, 8, 710},
-	} {
+	})
+	if _, _, ok := l.OffsetForTimestamp(711); ok {
+		t.Error("OffsetForTimestamp(711) found a record")
+	}
+}
+
+// tsAnswer is what ListOffsets by timestamp must answer for ts.
+type tsAnswer struct{ ts, offset, at int64 }
+
+// checkOffsetsForTimestamp checks l's OffsetForTimestamp answers.
+func checkOffsetsForTimestamp(t testing.TB, l *Log, want []tsAnswer) {
+	t.Helper()
+	for _, tc := range want {
 		if off, at, ok := l.OffsetForTimestamp(tc.ts); !ok || off != tc.offset || at != tc.at {
 			t.Errorf("OffsetForTimestamp(%d) = %d, %d, %v; want %d, %d", tc.ts, off, at, ok, tc.offset, tc.at)
 		}
-	}
-	if _, _, ok := l.OffsetForTimestamp(711); ok {
-		t.Error("OffsetForTimestamp(711) found a record")
 	}
 }

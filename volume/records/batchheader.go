@@ -37,6 +37,11 @@ const (
 	AttrLogAppendTime   = 0x08
 	AttrTransactional   = 0x10
 	AttrControl         = 0x20
+	// AttrDeleteHorizon (KIP-534) marks a batch the log cleaner has
+	// rewritten with a delete horizon: its first timestamp field holds the
+	// horizon, and the records' timestamp deltas are relative to it. Only
+	// stored (cleaned) batches carry it.
+	AttrDeleteHorizon = 0x40
 )
 
 // Codec ids (attributes & 0x07). 5, 6 and 7 do not exist.
@@ -106,6 +111,15 @@ func (h BatchHeader) LogAppendTime() bool { return h.Attributes&AttrLogAppendTim
 
 // IsTransactional reports whether the batch belongs to a transaction.
 func (h BatchHeader) IsTransactional() bool { return h.Attributes&AttrTransactional != 0 }
+
+// HasDeleteHorizon reports whether the batch carries a KIP-534 delete
+// horizon in its first timestamp field (AttrDeleteHorizon).
+func (h BatchHeader) HasDeleteHorizon() bool { return h.Attributes&AttrDeleteHorizon != 0 }
+
+// Dense reports whether the batch holds a record at every offset from its
+// base to its last offset, as every produced batch does; a batch the log
+// cleaner rewrote may hold fewer, or none.
+func (h BatchHeader) Dense() bool { return int64(h.NumRecords) == int64(h.LastOffsetDelta)+1 }
 
 // IsControl reports whether the batch holds a control record (a transaction marker).
 func (h BatchHeader) IsControl() bool { return h.Attributes&AttrControl != 0 }

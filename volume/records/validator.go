@@ -50,7 +50,7 @@ func (v *Validator) Release() {
 // may inflate to at most limit bytes (ErrTooLarge beyond). Errors wrap
 // ErrCorrupt, ErrInvalid or ErrTooLarge and name the record and field.
 func (v *Validator) Validate(batch []byte, limit int) error {
-	return v.walk(batch, limit, nil)
+	return v.walk(batch, limit, false, nil)
 }
 
 // Each calls fn with the offset delta and timestamp of every record of
@@ -58,12 +58,32 @@ func (v *Validator) Validate(batch []byte, limit int) error {
 // Validate does on the way. A LogAppendTime batch's records all take its
 // max timestamp.
 func (v *Validator) Each(batch []byte, limit int, fn func(offsetDelta int32, timestamp int64) bool) error {
-	return v.walk(batch, limit, fn)
+	return v.walk(batch, limit, false, fn)
 }
 
-// FirstAtOrAfter returns the first record of batch, in offset order, whose
-// timestamp is at or after ts (Kafka's ListOffsets by timestamp within a
-// batch): its offset delta and timestamp. ok is false when no record is.
+// ValidateStored checks batch as it may lie in a partition's log, which
+// the log cleaner may have rewritten as Kafka's does (docs/volume.md,
+// Layout): it is Validate except that the batch may hold fewer records
+// than its last offset delta + 1, or none (a control batch too: one kept
+// empty for its producer's state), and the records' offset deltas need
+// only increase strictly, up to the last offset delta. A batch with no
+// records may have no records section at all, whatever its codec, as
+// Kafka reads no records of an empty batch. The produce path never uses
+// it: a produced batch is dense (Validate).
+func (v *Validator) ValidateStored(batch []byte, limit int) error {
+	return v.walk(batch, limit, true, nil)
+}
+
+// EachStored is Each over a stored batch, checked as ValidateStored does.
+func (v *Validator) EachStored(batch []byte, limit int, fn func(offsetDelta int32, timestamp int64) bool) error {
+	return v.walk(batch, limit, true, fn)
+}
+
+// FirstAtOrAfter returns the first record of batch, a stored batch
+// (ValidateStored), in offset order, whose timestamp is at or after ts
+// (Kafka's ListOffsets by timestamp within a batch): its offset delta and
+// timestamp. ok is false when no record is, and for a batch with no
+// records.
 func (v *Validator) FirstAtOrAfter(batch []byte, ts int64, limit int) (offsetDelta int32, timestamp int64, ok bool, err error) {
 	if len(batch) < BatchHeaderSize {
 		return 0, 0, false, fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
@@ -71,9 +91,16 @@ func (v *Validator) FirstAtOrAfter(batch []byte, ts int64, limit int) (offsetDel
 	var h BatchHeader
 	h.Decode(batch)
 	if h.LogAppendTime() {
-		return 0, h.MaxTimestamp, h.MaxTimestamp >= ts, nil
+		// Every record bears the max timestamp: the first record answers.
+		// A dense batch's is at delta 0; a cleaned one's is decoded.
+		if h.MaxTimestamp < ts || h.NumRecords == 0 {
+			return 0, 0, false, nil
+		}
+		if h.Dense() {
+			return 0, h.MaxTimestamp, true, nil
+		}
 	}
-	err = v.walk(batch, limit, func(d int32, t int64) bool {
+	err = v.walk(batch, limit, true, func(d int32, t int64) bool {
 		if t >= ts {
 			offsetDelta, timestamp, ok = d, t, true
 			return false
@@ -83,34 +110,49 @@ func (v *Validator) FirstAtOrAfter(batch []byte, ts int64, limit int) (offsetDel
 	return offsetDelta, timestamp, ok, err
 }
 
-func (v *Validator) walk(batch []byte, limit int, fn func(int32, int64) bool) error {
+// walk checks the records of batch, calling fn (if non-nil) with each. A
+// stored batch may be sparse (ValidateStored); otherwise every offset
+// delta equals its record's index.
+func (v *Validator) walk(batch []byte, limit int, stored bool, fn func(int32, int64) bool) error {
 	if len(batch) < BatchHeaderSize {
 		return fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
 	}
 	var h BatchHeader
 	h.Decode(batch)
-	if h.NumRecords < 1 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
-		return fmt.Errorf("%w: %d records for last offset delta %d", ErrInvalid, h.NumRecords, h.LastOffsetDelta)
+	if err := checkCount(h, stored); err != nil {
+		return err
 	}
-	if h.IsControl() && h.NumRecords != 1 {
-		return fmt.Errorf("%w: a control batch of %d records, want 1", ErrInvalid, h.NumRecords)
+	if h.NumRecords == 0 && len(batch) == BatchHeaderSize {
+		return nil // a cleaned batch kept empty: nothing to decode
 	}
 	codec := int(h.Compression())
 	if err := v.c.open(&v.s, codec, batch[BatchHeaderSize:], int64(limit)); err != nil {
 		return err
 	}
 	defer v.release()
+	next := int64(0) // the lowest offset delta the next record may have
 	for i := range h.NumRecords {
-		tsDelta, err := v.record(i, h.IsControl())
+		lo, hi := i, i
+		if stored {
+			if next > int64(h.LastOffsetDelta) {
+				return fmt.Errorf("%w: record %d: after a record at the last offset delta %d", ErrInvalid, i, h.LastOffsetDelta)
+			}
+			lo, hi = int32(next), h.LastOffsetDelta
+		}
+		tsDelta, offsetDelta, err := v.record(i, h.IsControl(), lo, hi)
 		if err != nil {
 			return err
 		}
+		next = int64(offsetDelta) + 1
 		if fn != nil {
+			// With a delete horizon (KIP-534) the first timestamp field
+			// is the horizon and the deltas are relative to it, so this
+			// sum is the record's timestamp in either case.
 			ts := h.FirstTimestamp + tsDelta
 			if h.LogAppendTime() {
 				ts = h.MaxTimestamp
 			}
-			if !fn(i, ts) {
+			if !fn(offsetDelta, ts) {
 				return nil
 			}
 		}
@@ -124,6 +166,21 @@ func (v *Validator) walk(batch []byte, limit int, fn func(int32, int64) bool) er
 	}
 	if n := v.c.leftover(codec); n > 0 {
 		return fmt.Errorf("%w: %d bytes after the end of the compressed stream", ErrCorrupt, n)
+	}
+	return nil
+}
+
+// checkCount checks the header's record count against its last offset
+// delta: equal to it + 1 in a produced batch, at most that in a stored one
+// (none at all in a batch kept empty). A control batch holds one marker,
+// or none once cleaned.
+func checkCount(h BatchHeader, stored bool) error {
+	n, last := int64(h.NumRecords), int64(h.LastOffsetDelta)
+	switch {
+	case !stored && (n < 1 || n != last+1), stored && (last < 0 || n < 0 || n > last+1):
+		return fmt.Errorf("%w: %d records for last offset delta %d", ErrInvalid, h.NumRecords, h.LastOffsetDelta)
+	case h.IsControl() && n > 1, h.IsControl() && !stored && n != 1:
+		return fmt.Errorf("%w: a control batch of %d records, want 1", ErrInvalid, h.NumRecords)
 	}
 	return nil
 }
@@ -143,87 +200,90 @@ func bad(i int32, field string, err error) error {
 	return fmt.Errorf("%w: record %d: %s: %v", ErrInvalid, i, field, err)
 }
 
-// record reads record i (DefaultRecord's layout) and returns its timestamp
-// delta.
-func (v *Validator) record(i int32, control bool) (int64, error) {
+// record reads record i (DefaultRecord's layout), whose offset delta must
+// lie in [lo, hi], and returns its timestamp and offset deltas.
+func (v *Validator) record(i int32, control bool, lo, hi int32) (tsDelta int64, offsetDelta int32, err error) {
 	s := &v.s
 	length, err := s.varint()
 	if err != nil {
-		return 0, bad(i, "length", err)
+		return 0, 0, bad(i, "length", err)
 	}
 	if length <= 0 {
-		return 0, fmt.Errorf("%w: record %d: length %d", ErrInvalid, i, length)
+		return 0, 0, fmt.Errorf("%w: record %d: length %d", ErrInvalid, i, length)
 	}
 	if rem := s.remaining(); int64(length) > rem {
 		if s.src != nil { // what is left is the limit, not the data
-			return 0, fmt.Errorf("%w: record %d: length %d, past the %d-byte limit", ErrTooLarge, i, length, s.limit)
+			return 0, 0, fmt.Errorf("%w: record %d: length %d, past the %d-byte limit", ErrTooLarge, i, length, s.limit)
 		}
-		return 0, fmt.Errorf("%w: record %d: length %d, only %d bytes left", ErrInvalid, i, length, rem)
+		return 0, 0, fmt.Errorf("%w: record %d: length %d, only %d bytes left", ErrInvalid, i, length, rem)
 	}
 	end := s.offset() + int64(length)
 	if _, err := s.byte(); err != nil { // attributes: unused in v2
-		return 0, bad(i, "attributes", err)
+		return 0, 0, bad(i, "attributes", err)
 	}
-	tsDelta, err := s.varlong()
+	tsDelta, err = s.varlong()
 	if err != nil {
-		return 0, bad(i, "timestamp delta", err)
+		return 0, 0, bad(i, "timestamp delta", err)
 	}
-	offsetDelta, err := s.varint()
+	offsetDelta, err = s.varint()
 	if err != nil {
-		return 0, bad(i, "offset delta", err)
+		return 0, 0, bad(i, "offset delta", err)
 	}
-	if offsetDelta != i {
-		return 0, fmt.Errorf("%w: record %d: offset delta %d, want %d", ErrInvalid, i, offsetDelta, i)
+	switch {
+	case lo == hi && offsetDelta != lo:
+		return 0, 0, fmt.Errorf("%w: record %d: offset delta %d, want %d", ErrInvalid, i, offsetDelta, lo)
+	case offsetDelta < lo || offsetDelta > hi:
+		return 0, 0, fmt.Errorf("%w: record %d: offset delta %d, want %d to %d", ErrInvalid, i, offsetDelta, lo, hi)
 	}
 	keyLen, err := v.bytesField(i, "key", end, control, false)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if control && keyLen < 4 {
-		return 0, fmt.Errorf("%w: record %d: a control key of %d bytes, want 4 (-1: null)", ErrInvalid, i, keyLen)
+		return 0, 0, fmt.Errorf("%w: record %d: a control key of %d bytes, want 4 (-1: null)", ErrInvalid, i, keyLen)
 	}
 	valueLen, err := v.bytesField(i, "value", end, false, control)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if control && valueLen < 6 {
-		return 0, fmt.Errorf("%w: record %d: a transaction marker value of %d bytes, want at least 6", ErrInvalid, i, valueLen)
+		return 0, 0, fmt.Errorf("%w: record %d: a transaction marker value of %d bytes, want at least 6", ErrInvalid, i, valueLen)
 	}
 	headers, err := s.varint()
 	if err != nil {
-		return 0, bad(i, "header count", err)
+		return 0, 0, bad(i, "header count", err)
 	}
 	if headers < 0 || int64(headers)*2 > end-s.offset() { // a header takes at least 2 bytes
-		return 0, fmt.Errorf("%w: record %d: %d headers in %d bytes", ErrInvalid, i, headers, max(end-s.offset(), 0))
+		return 0, 0, fmt.Errorf("%w: record %d: %d headers in %d bytes", ErrInvalid, i, headers, max(end-s.offset(), 0))
 	}
 	for h := range headers {
 		kl, err := s.varint()
 		if err != nil {
-			return 0, bad(i, "header key length", err)
+			return 0, 0, bad(i, "header key length", err)
 		}
 		if kl < 0 { // DefaultRecord: "Invalid negative header key size"
-			return 0, fmt.Errorf("%w: record %d: header %d: key length %d (header keys may not be null)", ErrInvalid, i, h, kl)
+			return 0, 0, fmt.Errorf("%w: record %d: header %d: key length %d (header keys may not be null)", ErrInvalid, i, h, kl)
 		}
 		if err := v.skipWithin(i, "header key", kl, end); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		vl, err := s.varint()
 		if err != nil {
-			return 0, bad(i, "header value length", err)
+			return 0, 0, bad(i, "header value length", err)
 		}
 		if vl < -1 {
-			return 0, fmt.Errorf("%w: record %d: header %d: value length %d", ErrInvalid, i, h, vl)
+			return 0, 0, fmt.Errorf("%w: record %d: header %d: value length %d", ErrInvalid, i, h, vl)
 		}
 		if vl > 0 {
 			if err := v.skipWithin(i, "header value", vl, end); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 	}
 	if at := s.offset(); at != end {
-		return 0, fmt.Errorf("%w: record %d: length %d, its fields take %d bytes", ErrInvalid, i, length, int64(length)+at-end)
+		return 0, 0, fmt.Errorf("%w: record %d: length %d, its fields take %d bytes", ErrInvalid, i, length, int64(length)+at-end)
 	}
-	return tsDelta, nil
+	return tsDelta, offsetDelta, nil
 }
 
 // bytesField reads a length-prefixed key or value (-1: null) and skips or
