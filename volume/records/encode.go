@@ -1,0 +1,213 @@
+package records
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Codec is a compression codec id of a RecordBatch v2 (attributes & 0x07).
+type Codec int8
+
+// The codecs a batch may be written with.
+const (
+	CodecNone   Codec = codecNone
+	CodecGzip   Codec = codecGzip
+	CodecSnappy Codec = codecSnappy
+	CodecLZ4    Codec = codecLZ4
+	CodecZstd   Codec = codecZstd
+)
+
+// DefaultLevel asks a codec for its default level (Kafka's
+// compression.<codec>.level defaults: gzip -1, lz4 9, zstd 3).
+const DefaultLevel = -1 << 31
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Encoder compresses a batch's records section and writes RecordBatch v2
+// headers, for the broker's recompression on append (compression.type)
+// and the log cleaner's rewrites. It keeps its compressors between
+// batches; it is not safe for concurrent use. Take one with
+// AcquireEncoder, give it back with Release.
+type Encoder struct {
+	raw     []byte // a decompressed records section (Recompress)
+	out     bytes.Buffer
+	gz      *gzip.Writer
+	gzLevel int
+	lz      *lz4.Writer
+	lzLevel int
+	zd      *zstd.Encoder
+	zdLevel int
+}
+
+var encoders = sync.Pool{New: func() any { return new(Encoder) }}
+
+// AcquireEncoder takes an Encoder from a process-wide pool: creating a
+// zstd or gzip compressor costs far more than one batch's compression.
+func AcquireEncoder() *Encoder { return encoders.Get().(*Encoder) }
+
+// Release gives e back to the pool; e must not be used afterwards.
+func (e *Encoder) Release() {
+	if e.out.Cap() > keepBufferBytes {
+		e.out = bytes.Buffer{}
+	}
+	encoders.Put(e)
+}
+
+// Compress appends raw, a batch's uncompressed records section,
+// compressed with codec at level (DefaultLevel: the codec's default), to
+// dst. The output is what Kafka's own producer and broker write, so every
+// client decodes it: gzip; snappy in the xerial framing of 32 KiB chunks;
+// an LZ4 frame of 64 KiB independent blocks without checksums; one zstd
+// frame.
+func (e *Encoder) Compress(dst []byte, codec Codec, level int, raw []byte) ([]byte, error) {
+	switch codec {
+	case CodecNone:
+		return append(dst, raw...), nil
+	case CodecSnappy:
+		return appendXerial(dst, raw), nil
+	case CodecZstd:
+		zd, err := e.zstd(level)
+		if err != nil {
+			return dst, err
+		}
+		return zd.EncodeAll(raw, dst), nil
+	case CodecGzip, CodecLZ4:
+		e.out.Reset()
+		if err := e.stream(codec, level, raw); err != nil {
+			return dst, err
+		}
+		return append(dst, e.out.Bytes()...), nil
+	}
+	return dst, fmt.Errorf("compress: codec %d does not exist", codec)
+}
+
+// stream compresses raw into e.out with a streaming codec.
+func (e *Encoder) stream(codec Codec, level int, raw []byte) error {
+	if codec == CodecGzip {
+		if level == DefaultLevel {
+			level = gzip.DefaultCompression
+		}
+		if e.gz == nil || e.gzLevel != level {
+			gz, err := gzip.NewWriterLevel(&e.out, level)
+			if err != nil {
+				return fmt.Errorf("gzip level %d: %w", level, err)
+			}
+			e.gz, e.gzLevel = gz, level
+		}
+		e.gz.Reset(&e.out)
+		if _, err := e.gz.Write(raw); err != nil {
+			return fmt.Errorf("gzip: %w", err)
+		}
+		return e.gz.Close()
+	}
+	if level == DefaultLevel {
+		level = 9
+	}
+	if e.lz == nil || e.lzLevel != level {
+		e.lz, e.lzLevel = lz4.NewWriter(&e.out), level
+	}
+	e.lz.Reset(&e.out)
+	// Kafka's own LZ4 writer: 64 KiB independent blocks, no checksums.
+	if err := e.lz.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false),
+		lz4.CompressionLevelOption(lz4Level(level))); err != nil {
+		return fmt.Errorf("lz4 level %d: %w", level, err)
+	}
+	if _, err := e.lz.Write(raw); err != nil {
+		return fmt.Errorf("lz4: %w", err)
+	}
+	return e.lz.Close()
+}
+
+// lz4Level maps Kafka's compression.lz4.level (1-17, LZ4 HC's levels) to
+// the library's: below 3 is LZ4's fast compressor, as in LZ4 HC; the
+// library's strongest level is 9, so 10-17 compress as 9.
+func lz4Level(level int) lz4.CompressionLevel {
+	switch {
+	case level < 3:
+		return lz4.Fast
+	case level >= 9:
+		return lz4.Level9
+	}
+	return lz4.CompressionLevel(1 << (7 + level))
+}
+
+func (e *Encoder) zstd(level int) (*zstd.Encoder, error) {
+	if level == DefaultLevel {
+		level = 3
+	}
+	if e.zd != nil && e.zdLevel == level {
+		return e.zd, nil
+	}
+	// Negative (fast) levels are the library's fastest. The window stays
+	// within what every decoder, this package's included, must accept.
+	zd, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(max(level, 1))),
+		zstd.WithWindowSize(ZstdMaxWindow))
+	if err != nil {
+		return nil, fmt.Errorf("zstd level %d: %w", level, err)
+	}
+	e.zd, e.zdLevel = zd, level
+	return zd, nil
+}
+
+// xerialChunk is the input size of one xerial chunk (the Java client's
+// default block size).
+const xerialChunk = 32 << 10
+
+// appendXerial frames raw as the Java client does: the xerial header
+// (version 1, compatible with 1), then chunks of one raw snappy block each
+// behind its big-endian length. Kafka's clients all read it; a raw block
+// would be lost on old Java consumers.
+func appendXerial(dst, raw []byte) []byte {
+	dst = append(dst, xerialMagic...)
+	dst = binary.BigEndian.AppendUint32(dst, 1)
+	dst = binary.BigEndian.AppendUint32(dst, 1)
+	for len(raw) > 0 {
+		n := min(xerialChunk, len(raw))
+		at, most := len(dst), snappy.MaxEncodedLen(n)
+		dst = slices.Grow(dst, 4+most)[:at+4+most]
+		block := snappy.Encode(dst[at+4:], raw[:n])
+		binary.BigEndian.PutUint32(dst[at:], uint32(len(block)))
+		dst = dst[:at+4+len(block)]
+		raw = raw[n:]
+	}
+	return dst
+}
+
+// AppendBatch appends to dst a RecordBatch v2 holding raw, an uncompressed
+// records section, compressed with codec at level. Every header field but
+// the batch length, magic, CRC and the attributes' codec bits is h's; the
+// batch length and the CRC-32C are computed over the result.
+func (e *Encoder) AppendBatch(dst []byte, h BatchHeader, codec Codec, level int, raw []byte) ([]byte, error) {
+	start := len(dst)
+	dst = slices.Grow(dst, BatchHeaderSize)[:start+BatchHeaderSize]
+	dst, err := e.Compress(dst, codec, level, raw)
+	if err != nil {
+		return dst[:start], err
+	}
+	b := dst[start:]
+	be := binary.BigEndian
+	be.PutUint64(b[OffBaseOffset:], uint64(h.BaseOffset))
+	be.PutUint32(b[OffBatchLength:], uint32(len(b)-BatchLengthOverhead))
+	be.PutUint32(b[OffPartitionLeaderEpoch:], uint32(h.PartitionLeaderEpoch))
+	b[OffMagic] = Magic
+	be.PutUint16(b[OffAttributes:], uint16(h.Attributes&^AttrCompressionMask|int16(codec)))
+	be.PutUint32(b[OffLastOffsetDelta:], uint32(h.LastOffsetDelta))
+	be.PutUint64(b[OffFirstTimestamp:], uint64(h.FirstTimestamp))
+	be.PutUint64(b[OffMaxTimestamp:], uint64(h.MaxTimestamp))
+	be.PutUint64(b[OffProducerID:], uint64(h.ProducerID))
+	be.PutUint16(b[OffProducerEpoch:], uint16(h.ProducerEpoch))
+	be.PutUint32(b[OffBaseSequence:], uint32(h.BaseSequence))
+	be.PutUint32(b[OffNumRecords:], uint32(h.NumRecords))
+	be.PutUint32(b[OffCRC:], crc32.Checksum(b[OffAttributes:], castagnoli))
+	return dst, nil
+}
