@@ -97,6 +97,30 @@ func boolean(v string) error {
 	return nil
 }
 
+func intIn(min, max int64) func(string) error {
+	atLeast := intAtLeast(min)
+	return func(v string) error {
+		if err := atLeast(v); err != nil {
+			return err
+		}
+		if n, _ := strconv.ParseInt(v, 10, 32); n > max {
+			return fmt.Errorf("%d is above the maximum %d", n, max)
+		}
+		return nil
+	}
+}
+
+// gzipLevel is Kafka's check of compression.gzip.level: 1 to 9, or -1.
+func gzipLevel(v string) error {
+	if v == "-1" {
+		return nil
+	}
+	if err := intIn(1, 9)(v); err != nil {
+		return fmt.Errorf("%w (or -1: gzip's default)", err)
+	}
+	return nil
+}
+
 // listOf checks a comma-separated list whose items are all allowed; the
 // list may not be empty.
 func listOf(allowed ...string) func(string) error {
@@ -128,11 +152,10 @@ func SplitConfigList(v string) []string {
 }
 
 // topicConfigs are the keys a topic may set. Every key here is honoured by
-// kaas, or (min.insync.replicas, unclean.leader.election.enable,
-// compression.type=producer) is harmless and true of kaas: clients and
-// tools send them by habit. Values kaas cannot honour (compaction,
-// broker-side recompression) and every other key are refused with a clear
-// message instead of being accepted and ignored.
+// kaas, or (min.insync.replicas, unclean.leader.election.enable) is
+// harmless and true of kaas: clients and tools send them by habit. Values
+// kaas cannot honour (compaction) and every other key are refused with a
+// clear message instead of being accepted and ignored.
 var topicConfigs = map[string]TopicConfig{
 	"cleanup.policy": {Default: "delete", Type: ConfigTypeList, Check: listOf("delete"), Synonym: "log.cleanup.policy",
 		Doc: "The retention policy of old log segments: a list of delete and compact. kaas supports delete only: segments are deleted once retention.ms or retention.bytes expires them."},
@@ -145,16 +168,32 @@ var topicConfigs = map[string]TopicConfig{
 	"segment.ms": {Default: "604800000", Type: ConfigTypeLong, Check: longAtLeast(1), Synonym: "log.roll.ms",
 		Doc: "The time after which a segment is rolled even if it is not full, so retention can delete or compact old data."},
 	"max.message.bytes": {Default: "1048588", Type: ConfigTypeInt, Check: intAtLeast(0), Synonym: "message.max.bytes",
-		Doc: "The largest record batch size allowed by this topic (after compression)."},
+		Doc: "The largest record batch size allowed by this topic (after compression, and after the broker's recompression when compression.type asks for it)."},
 	"message.timestamp.type": {Default: "CreateTime", Type: ConfigTypeString, Check: oneOf("CreateTime", "LogAppendTime"), Synonym: "log.message.timestamp.type",
 		Doc: "Whether the timestamp of a record is the time the producer created it (CreateTime) or the time the broker appended it (LogAppendTime)."},
-	"compression.type": {Default: "producer", Type: ConfigTypeString, Check: oneOf("producer"), Synonym: "compression.type",
-		Doc: "The compression of the topic's data. kaas keeps the producer's compression (producer) and does not recompress."},
+	"message.timestamp.before.max.ms": {Default: maxLong, Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.message.timestamp.before.max.ms",
+		Doc: "How far before the owning broker's clock a record's CreateTime timestamp may be: a produce with an older record is refused with INVALID_TIMESTAMP. Not checked on LogAppendTime topics."},
+	"message.timestamp.after.max.ms": {Default: maxLong, Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.message.timestamp.after.max.ms",
+		Doc: "How far after the owning broker's clock a record's CreateTime timestamp may be: a produce with a later record is refused with INVALID_TIMESTAMP. Not checked on LogAppendTime topics."},
+	"message.timestamp.difference.max.ms": {Default: maxLong, Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.message.timestamp.difference.max.ms",
+		Doc: "Deprecated: message.timestamp.before.max.ms and message.timestamp.after.max.ms each take this value while they are at their default."},
+	"compression.type": {Default: "producer", Type: ConfigTypeString, Check: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), Synonym: "compression.type",
+		Doc: "The compression of the topic's data: producer keeps each batch as the producer compressed it; uncompressed, gzip, snappy, lz4 or zstd make the broker recompress a batch written with another codec on append."},
+	"compression.gzip.level": {Default: "-1", Type: ConfigTypeInt, Check: gzipLevel, Synonym: "compression.gzip.level",
+		Doc: "The gzip level of the broker's recompression when compression.type is gzip: 1 to 9, or -1 for gzip's default."},
+	"compression.lz4.level": {Default: "9", Type: ConfigTypeInt, Check: intIn(1, 17), Synonym: "compression.lz4.level",
+		Doc: "The LZ4 level of the broker's recompression when compression.type is lz4: 1 to 17 (kaas's LZ4 compresses levels above 9 as 9)."},
+	"compression.zstd.level": {Default: "3", Type: ConfigTypeInt, Check: intIn(-131072, 22), Synonym: "compression.zstd.level",
+		Doc: "The zstd level of the broker's recompression when compression.type is zstd: -131072 to 22 (kaas's zstd compresses negative levels as 1)."},
 	"min.insync.replicas": {Default: "1", Type: ConfigTypeInt, Check: intAtLeast(1), Synonym: "min.insync.replicas",
 		Doc: "Accepted for compatibility: kaas has one writer per partition and durability comes from the shared volume and fsync, so every acknowledged write is as durable as the volume whatever this says."},
 	"unclean.leader.election.enable": {Default: "false", Type: ConfigTypeBoolean, Check: boolean, Synonym: "unclean.leader.election.enable",
 		Doc: "Accepted for compatibility: kaas has no replicas that can fall behind, so a new leader always has every acknowledged record."},
 }
+
+// maxLong is Long.MAX_VALUE, Kafka's default of the keys that are off
+// unless set.
+const maxLong = "9223372036854775807"
 
 func init() {
 	for k, c := range topicConfigs {
@@ -177,9 +216,6 @@ var rejectedTopicConfigs = map[string]string{
 	"segment.index.bytes":                     "kaas sizes its indexes itself",
 	"segment.jitter.ms":                       "kaas does not jitter segment rolls",
 	"preallocate":                             "kaas does not preallocate segments",
-	"message.timestamp.difference.max.ms":     "kaas does not check timestamps against its clock",
-	"message.timestamp.before.max.ms":         "kaas does not check timestamps against its clock",
-	"message.timestamp.after.max.ms":          "kaas does not check timestamps against its clock",
 	"message.downconversion.enable":           "kaas does not down-convert record batches",
 	"message.format.version":                  "kaas writes record batch format v2 only",
 	"leader.replication.throttled.replicas":   "kaas has no replication",
