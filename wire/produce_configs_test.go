@@ -172,6 +172,65 @@ func TestProduceRecompress(t *testing.T) {
 	}
 }
 
+// TestCreateTopicCopiedConfigs: a topic created with every key an IaC tool
+// copies from a Kafka 3.x topic at its default is accepted, DescribeConfigs
+// says why the moot ones are moot, and the values that would be a lie are
+// refused with the reason.
+func TestCreateTopicCopiedConfigs(t *testing.T) {
+	b := startBroker(t, nil)
+	copied := map[string]string{
+		"cleanup.policy": "delete", "compression.type": "producer", "compression.gzip.level": "-1",
+		"compression.lz4.level": "9", "compression.zstd.level": "3", "file.delete.delay.ms": "60000",
+		"flush.messages": "9223372036854775807", "flush.ms": "9223372036854775807",
+		"follower.replication.throttled.replicas": "", "leader.replication.throttled.replicas": "",
+		"local.retention.bytes": "-2", "local.retention.ms": "-2", "max.message.bytes": "1048588",
+		"message.downconversion.enable": "true", "message.format.version": "3.0-IV1",
+		"message.timestamp.after.max.ms": "9223372036854775807", "message.timestamp.before.max.ms": "9223372036854775807",
+		"message.timestamp.difference.max.ms": "9223372036854775807", "message.timestamp.type": "CreateTime",
+		"min.insync.replicas": "1", "preallocate": "false", "remote.storage.enable": "false",
+		"remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false",
+		"retention.bytes": "-1", "retention.ms": "604800000", "segment.bytes": "1073741824", "segment.ms": "604800000",
+		"unclean.leader.election.enable": "false",
+	}
+	b.createTopic(t, "copied", 1, copied)
+	c := b.dial(t)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version, req.IncludeDocumentation = 4, true
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "copied"
+	req.Resources = append(req.Resources, res)
+	resp := c.do(req).(*kmsg.DescribeConfigsResponse)
+	if len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("describe: %+v", resp.Resources)
+	}
+	docs := map[string]string{}
+	for _, cfg := range resp.Resources[0].Configs {
+		docs[cfg.Name] = deref(cfg.Documentation)
+		if cfg.Source != kmsg.ConfigSourceDynamicTopicConfig || deref(cfg.Value) != copied[cfg.Name] {
+			t.Errorf("%s: %q from source %v, want %q set on the topic", cfg.Name, deref(cfg.Value), cfg.Source, copied[cfg.Name])
+		}
+	}
+	for _, k := range []string{"flush.ms", "flush.messages", "file.delete.delay.ms", "message.downconversion.enable"} {
+		if !strings.HasPrefix(docs[k], "Moot") {
+			t.Errorf("%s documented as %q, want it to say it is moot", k, docs[k])
+		}
+	}
+	for _, tc := range []struct{ key, value, reason string }{
+		{"preallocate", "true", "does not preallocate"},
+		{"remote.storage.enable", "true", "no tiered storage"},
+		{"local.retention.ms", "3600000", "no tiered storage"},
+		{"leader.replication.throttled.replicas", "0:1", "no replication"},
+		{"message.format.version", "0.10.2", "record batch v2 only"},
+		{"segment.jitter.ms", "100", "does not jitter"},
+	} {
+		resp := c.do(createTopicsReq(7, false, "lie", 1, map[string]string{tc.key: tc.value})).(*kmsg.CreateTopicsResponse)
+		tr := resp.Topics[0]
+		if tr.ErrorCode != kerr.InvalidConfig.Code || !strings.Contains(deref(tr.ErrorMessage), tc.reason) {
+			t.Errorf("%s=%s: error %d %q, want INVALID_CONFIG saying %q", tc.key, tc.value, tr.ErrorCode, deref(tr.ErrorMessage), tc.reason)
+		}
+	}
+}
+
 func recordMessages(errs []kmsg.ProduceResponseTopicPartitionErrorRecord) []string {
 	var out []string
 	for _, e := range errs {
