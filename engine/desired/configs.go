@@ -226,7 +226,7 @@ var topicConfigs = map[string]TopicConfig{
 	"compression.gzip.level": {Default: "-1", Type: ConfigTypeInt, Check: gzipLevel, Synonym: "compression.gzip.level",
 		Doc: "The gzip level of the broker's recompression when compression.type is gzip: 1 to 9, or -1 for gzip's default."},
 	"compression.lz4.level": {Default: "9", Type: ConfigTypeInt, Check: intIn(1, 17), Synonym: "compression.lz4.level",
-		Doc: "The LZ4 level of the broker's recompression when compression.type is lz4: 1 to 17 (kaas's LZ4 compresses levels above 9 as 9)."},
+		Doc: "The LZ4 level of the broker's recompression when compression.type is lz4: 1 to 17. The default, 9, is LZ4's fast compressor, as in Kafka; other levels are LZ4 HC (kaas's compresses levels above 9 as 9)."},
 	"compression.zstd.level": {Default: "3", Type: ConfigTypeInt, Check: intIn(-131072, 22), Synonym: "compression.zstd.level",
 		Doc: "The zstd level of the broker's recompression when compression.type is zstd: -131072 to 22 (kaas's zstd compresses negative levels as 1)."},
 	"min.insync.replicas": {Default: "1", Type: ConfigTypeInt, Check: intAtLeast(1), Synonym: "min.insync.replicas",

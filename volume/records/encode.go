@@ -127,18 +127,21 @@ func (e *Encoder) stream(codec Codec, level int, raw []byte) error {
 	return e.lz.Close()
 }
 
-// lz4Level maps Kafka's compression.lz4.level (1-17, LZ4 HC's levels) to
-// the library's: below 3 is LZ4's fast compressor, as in LZ4 HC; the
-// library's strongest level is 9, so 10-17 compress as 9.
+// lz4Level maps Kafka's compression.lz4.level (1-17) to the library's as
+// Kafka's own LZ4 writer does: the default, 9, is LZ4's fast compressor
+// (what Kafka wrote before levels existed); any other level is LZ4 HC at
+// that level, whose strongest here is 9, so 10-17 compress as HC 9.
 func lz4Level(level int) lz4.CompressionLevel {
 	switch {
-	case level < 3:
+	case level == 9:
 		return lz4.Fast
-	case level >= 9:
+	case level > 9:
 		return lz4.Level9
 	}
-	return lz4.CompressionLevel(1 << (7 + level))
+	return lz4HC[max(level, 1)-1]
 }
+
+var lz4HC = [...]lz4.CompressionLevel{lz4.Level1, lz4.Level2, lz4.Level3, lz4.Level4, lz4.Level5, lz4.Level6, lz4.Level7, lz4.Level8}
 
 func (e *Encoder) zstd(level int) (*zstd.Encoder, error) {
 	if level == DefaultLevel {

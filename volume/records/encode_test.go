@@ -22,7 +22,7 @@ var targets = []struct {
 	{CodecNone, []int{DefaultLevel}},
 	{CodecGzip, []int{DefaultLevel, 1, 9}},
 	{CodecSnappy, []int{DefaultLevel}},
-	{CodecLZ4, []int{DefaultLevel, 1, 17}},
+	{CodecLZ4, []int{DefaultLevel, 1, 5, 9, 17}},
 	{CodecZstd, []int{DefaultLevel, -131072, 22}},
 }
 
