@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"sync"
 
@@ -30,11 +29,9 @@ const (
 // compression.<codec>.level defaults: gzip -1, lz4 9, zstd 3).
 const DefaultLevel = -1 << 31
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// Encoder compresses a batch's records section and writes RecordBatch v2
-// headers, for the broker's recompression on append (compression.type)
-// and the log cleaner's rewrites. It keeps its compressors between
+// Encoder compresses a batch's records section, for the broker's
+// recompression on append (compression.type) and the log cleaner's
+// rewrites (which frame batches with partlog.StartBatch and FinishBatch). It keeps its compressors between
 // batches; it is not safe for concurrent use. Take one with
 // AcquireEncoder, give it back with Release.
 type Encoder struct {
@@ -184,33 +181,4 @@ func appendXerial(dst, raw []byte) []byte {
 		raw = raw[n:]
 	}
 	return dst
-}
-
-// AppendBatch appends to dst a RecordBatch v2 holding raw, an uncompressed
-// records section, compressed with codec at level. Every header field but
-// the batch length, magic, CRC and the attributes' codec bits is h's; the
-// batch length and the CRC-32C are computed over the result.
-func (e *Encoder) AppendBatch(dst []byte, h BatchHeader, codec Codec, level int, raw []byte) ([]byte, error) {
-	start := len(dst)
-	dst = slices.Grow(dst, BatchHeaderSize)[:start+BatchHeaderSize]
-	dst, err := e.Compress(dst, codec, level, raw)
-	if err != nil {
-		return dst[:start], err
-	}
-	b := dst[start:]
-	be := binary.BigEndian
-	be.PutUint64(b[OffBaseOffset:], uint64(h.BaseOffset))
-	be.PutUint32(b[OffBatchLength:], uint32(len(b)-BatchLengthOverhead))
-	be.PutUint32(b[OffPartitionLeaderEpoch:], uint32(h.PartitionLeaderEpoch))
-	b[OffMagic] = Magic
-	be.PutUint16(b[OffAttributes:], uint16(h.Attributes&^AttrCompressionMask|int16(codec)))
-	be.PutUint32(b[OffLastOffsetDelta:], uint32(h.LastOffsetDelta))
-	be.PutUint64(b[OffFirstTimestamp:], uint64(h.FirstTimestamp))
-	be.PutUint64(b[OffMaxTimestamp:], uint64(h.MaxTimestamp))
-	be.PutUint64(b[OffProducerID:], uint64(h.ProducerID))
-	be.PutUint16(b[OffProducerEpoch:], uint16(h.ProducerEpoch))
-	be.PutUint32(b[OffBaseSequence:], uint32(h.BaseSequence))
-	be.PutUint32(b[OffNumRecords:], uint32(h.NumRecords))
-	be.PutUint32(b[OffCRC:], crc32.Checksum(b[OffAttributes:], castagnoli))
-	return dst, nil
 }

@@ -1,5 +1,10 @@
 package records
 
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
 // AppendRaw appends the records section of batch, decompressed, to dst:
 // at most limit bytes of it (ErrTooLarge beyond). batch is a RecordBatch
 // v2 whose records Validate accepted, so only the limit and the
@@ -43,7 +48,18 @@ func (e *Encoder) Recompress(dst []byte, v *Validator, batch []byte, codec Codec
 	if cap(raw) <= keepBufferBytes {
 		e.raw = raw[:0]
 	}
-	var h BatchHeader
-	h.Decode(batch)
-	return e.AppendBatch(dst, h, codec, level, raw)
+	start := len(dst)
+	dst = append(dst, batch[:BatchHeaderSize]...)
+	if dst, err = e.Compress(dst, codec, level, raw); err != nil {
+		return dst[:start], err
+	}
+	b := dst[start:]
+	be := binary.BigEndian
+	be.PutUint32(b[OffBatchLength:], uint32(len(b)-BatchLengthOverhead))
+	attrs := be.Uint16(b[OffAttributes:])
+	be.PutUint16(b[OffAttributes:], attrs&^AttrCompressionMask|uint16(codec))
+	be.PutUint32(b[OffCRC:], crc32.Checksum(b[OffAttributes:], castagnoli))
+	return dst, nil
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
