@@ -31,9 +31,9 @@ const DefaultLevel = -1 << 31
 
 // Encoder compresses a batch's records section, for the broker's
 // recompression on append (compression.type) and the log cleaner's
-// rewrites (which frame batches with partlog.StartBatch and FinishBatch). It keeps its compressors between
-// batches; it is not safe for concurrent use. Take one with
-// AcquireEncoder, give it back with Release.
+// rewrites (which frame batches with partlog.StartBatch and FinishBatch).
+// It keeps its compressors between batches; it is not safe for concurrent
+// use. Take one with AcquireEncoder, give it back with Release.
 type Encoder struct {
 	raw     []byte // a decompressed records section (Recompress)
 	out     bytes.Buffer
@@ -104,7 +104,10 @@ func (e *Encoder) stream(codec Codec, level int, raw []byte) error {
 		if _, err := e.gz.Write(raw); err != nil {
 			return fmt.Errorf("gzip: %w", err)
 		}
-		return e.gz.Close()
+		if err := e.gz.Close(); err != nil {
+			return fmt.Errorf("gzip: %w", err)
+		}
+		return nil
 	}
 	if level == DefaultLevel {
 		level = 9
@@ -121,7 +124,10 @@ func (e *Encoder) stream(codec Codec, level int, raw []byte) error {
 	if _, err := e.lz.Write(raw); err != nil {
 		return fmt.Errorf("lz4: %w", err)
 	}
-	return e.lz.Close()
+	if err := e.lz.Close(); err != nil {
+		return fmt.Errorf("lz4: %w", err)
+	}
+	return nil
 }
 
 // lz4Level maps Kafka's compression.lz4.level (1-17) to the library's as
@@ -163,10 +169,9 @@ func (e *Encoder) zstd(level int) (*zstd.Encoder, error) {
 // default block size).
 const xerialChunk = 32 << 10
 
-// appendXerial frames raw as the Java client does: the xerial header
-// (version 1, compatible with 1), then chunks of one raw snappy block each
-// behind its big-endian length. Kafka's clients all read it; a raw block
-// would be lost on old Java consumers.
+// appendXerial frames raw as Kafka's Java producer and broker do: the
+// xerial header (version 1, compatible with 1), then chunks of one raw
+// snappy block each behind its big-endian length.
 func appendXerial(dst, raw []byte) []byte {
 	dst = append(dst, xerialMagic...)
 	dst = binary.BigEndian.AppendUint32(dst, 1)
