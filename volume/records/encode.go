@@ -48,7 +48,10 @@ type Encoder struct {
 var encoders = sync.Pool{New: func() any { return new(Encoder) }}
 
 // AcquireEncoder takes an Encoder from a process-wide pool: creating a
-// zstd or gzip compressor costs far more than one batch's compression.
+// zstd or gzip compressor costs far more than one batch's compression. An
+// Encoder that has used zstd holds some 1.7 MiB; the pool drops idle ones
+// at GC, and a caller that holds a Validator while it encodes (Recompress
+// needs one) is bounded by Acquire's limit.
 func AcquireEncoder() *Encoder { return encoders.Get().(*Encoder) }
 
 // Release gives e back to the pool; e must not be used afterwards.
