@@ -3,12 +3,15 @@ package wire
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -237,4 +240,88 @@ func recordMessages(errs []kmsg.ProduceResponseTopicPartitionErrorRecord) []stri
 		out = append(out, deref(e.ErrorMessage))
 	}
 	return out
+}
+
+// TestRecompressedReadByRealClients: the batches kaas re-encodes for a
+// topic's compression.type (gzip, xerial snappy, LZ4 and zstd as Kafka's
+// broker writes them) are read in full by sarama, segmentio/kafka-go and
+// librdkafka (kcat, when installed), not only by franz-go.
+func TestRecompressedReadByRealClients(t *testing.T) {
+	b := startBroker(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	const n = 50
+	value := func(i int) string { return fmt.Sprintf("value %03d %s", i, strings.Repeat("compress me ", 20)) }
+	for _, codec := range []string{"gzip", "snappy", "lz4", "zstd"} {
+		t.Run(codec, func(t *testing.T) {
+			topic := "reencoded-" + codec
+			b.createTopic(t, topic, 1, map[string]string{"compression.type": codec})
+			cl := b.client(t, kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.DefaultProduceTopic(topic))
+			var rs []*kgo.Record
+			for i := range n {
+				rs = append(rs, &kgo.Record{Value: []byte(value(i))})
+			}
+			if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			check := func(client string, got []string) {
+				t.Helper()
+				if len(got) != n {
+					t.Fatalf("%s read %d records, want %d", client, len(got), n)
+				}
+				for i, v := range got {
+					if v != value(i) {
+						t.Fatalf("%s: record %d is %q", client, i, v)
+					}
+				}
+			}
+
+			cfg := sarama.NewConfig()
+			cfg.Version = sarama.V2_1_0_0
+			cons, err := sarama.NewConsumer([]string{b.addr}, cfg)
+			if err != nil {
+				t.Fatalf("sarama: %v", err)
+			}
+			defer cons.Close()
+			pc, err := cons.ConsumePartition(topic, 0, sarama.OffsetOldest)
+			if err != nil {
+				t.Fatalf("sarama: %v", err)
+			}
+			defer pc.Close()
+			var got []string
+			for len(got) < n {
+				select {
+				case m := <-pc.Messages():
+					got = append(got, string(m.Value))
+				case err := <-pc.Errors():
+					t.Fatalf("sarama: %v", err)
+				case <-ctx.Done():
+					t.Fatalf("sarama: %d of %d records: %v", len(got), n, ctx.Err())
+				}
+			}
+			check("sarama", got)
+
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{b.addr}, Topic: topic, Partition: 0, MaxWait: 100 * time.Millisecond})
+			defer r.Close()
+			got = got[:0]
+			for len(got) < n {
+				m, err := r.ReadMessage(ctx)
+				if err != nil {
+					t.Fatalf("kafka-go: %d of %d records: %v", len(got), n, err)
+				}
+				got = append(got, string(m.Value))
+			}
+			check("kafka-go", got)
+
+			kcat, err := exec.LookPath("kcat")
+			if err != nil {
+				return
+			}
+			out, err := exec.CommandContext(ctx, kcat, "-b", b.addr, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n").Output()
+			if err != nil {
+				t.Fatalf("kcat: %v", err)
+			}
+			check("kcat", strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"))
+		})
+	}
 }
