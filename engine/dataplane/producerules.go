@@ -75,8 +75,9 @@ func (e *RecordsRefusedError) Unwrap() error { return e.Err }
 // rules, and returns the batch to append: c itself, or c re-encoded with
 // the topic's codec. Errors are volume/records' or a *RecordsRefusedError.
 //
-// Without timestamp bounds and with the producer's codec, this is the
-// records check alone: nothing per record is allocated.
+// Unless it re-encodes, it allocates nothing: without timestamp bounds it
+// is the records check alone, with them the same walk checks each
+// record's timestamp on the way.
 func (p *Partition) Prepare(c partlog.Checked, limit int) (partlog.Checked, error) {
 	r := p.produceRules()
 	h := c.Header()

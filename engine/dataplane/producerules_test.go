@@ -188,18 +188,24 @@ func TestPrepareRecompress(t *testing.T) {
 	})
 }
 
-// TestPrepareNoAllocs: with Kafka's defaults the produce path's records
-// check allocates nothing per record or batch.
+// TestPrepareNoAllocs: with Kafka's defaults, and with timestamp bounds
+// the records meet, the produce path's records check allocates nothing.
 func TestPrepareNoAllocs(t *testing.T) {
-	p := openRulesPartition(t, NoProduceRules, 0)
-	c, err := partlog.CheckProduced(rt.Batch{Records: rt.Text(100, 100)}.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Prepare(c, 1<<20); err != nil { // warm the pool
-		t.Fatal(err)
-	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = p.Prepare(c, 1<<20) }); n > 0 {
-		t.Fatalf("%v allocations per Prepare", n)
+	bounded := NoProduceRules
+	bounded.TimestampBefore, bounded.TimestampAfter = 3600_000, 3600_000
+	for name, rules := range map[string]ProduceRules{"defaults": NoProduceRules, "timestamp bounds": bounded} {
+		t.Run(name, func(t *testing.T) {
+			p := openRulesPartition(t, rules, 0)
+			c, err := partlog.CheckProduced(rt.Batch{Records: rt.Text(100, 100), FirstTS: ruleNow.UnixMilli()}.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Prepare(c, 1<<20); err != nil { // warm the pool
+				t.Fatal(err)
+			}
+			if n := testing.AllocsPerRun(100, func() { _, _ = p.Prepare(c, 1<<20) }); n > 0 {
+				t.Fatalf("%v allocations per Prepare", n)
+			}
+		})
 	}
 }
