@@ -42,7 +42,7 @@ func TestAlterTopicConfigs(t *testing.T) {
 		want     map[string]string // the spec's configs afterwards
 	}{
 		{name: "unknown key", topic: "t", configs: map[string]string{"retention.ms": "5", "no.such.key": "1"}, wantErr: desired.ErrInvalidConfig, msg: "unknown topic config name: no.such.key", want: map[string]string{"retention.ms": "1000"}},
-		{name: "rejected key", topic: "t", configs: map[string]string{"flush.ms": "1"}, wantErr: desired.ErrInvalidConfig, msg: "fsyncs every acknowledged write", want: map[string]string{"retention.ms": "1000"}},
+		{name: "rejected key", topic: "t", configs: map[string]string{"segment.jitter.ms": "1"}, wantErr: desired.ErrInvalidConfig, msg: "does not jitter segment rolls", want: map[string]string{"retention.ms": "1000"}},
 		{name: "bad value", topic: "t", configs: map[string]string{"segment.bytes": "ten"}, wantErr: desired.ErrInvalidConfig, msg: "segment.bytes", want: map[string]string{"retention.ms": "1000"}},
 		{name: "compaction refused", topic: "t", configs: map[string]string{"cleanup.policy": "compact"}, wantErr: desired.ErrInvalidConfig, msg: "compact", want: map[string]string{"retention.ms": "1000"}},
 		{name: "validate only", topic: "t", configs: map[string]string{"segment.bytes": "2048"}, validate: true, want: map[string]string{"retention.ms": "1000"}},
@@ -241,6 +241,13 @@ func TestTopicConfigEntries(t *testing.T) {
 	for _, ce := range entries {
 		if ce.Doc == "" || ce.Type == desired.ConfigTypeUnknown || ce.ReadOnly {
 			t.Errorf("%s: %+v", ce.Name, ce)
+		}
+		c, _ := desired.LookupTopicConfig(ce.Name)
+		if c.Synonym == "" { // no broker-level config: no default synonym, as Kafka
+			if len(ce.Synonyms) != 0 {
+				t.Errorf("%s: synonyms %+v for a key without a broker-level config", ce.Name, ce.Synonyms)
+			}
+			continue
 		}
 		last := ce.Synonyms[len(ce.Synonyms)-1]
 		if last.Source != desired.SourceDefault || last.Name == "" {

@@ -92,6 +92,9 @@ func (e *Engine) brokerConfigs() []brokerConfig {
 	// The broker-level defaults of the topic configs.
 	for _, name := range desired.TopicConfigNames() {
 		c, _ := desired.LookupTopicConfig(name)
+		if c.Synonym == "" {
+			continue
+		}
 		out = append(out, brokerConfig{name: c.Synonym, value: c.Default, def: c.Default, typ: c.Type,
 			doc: "The default of the topic config " + name + ". " + c.Doc})
 	}

@@ -601,10 +601,12 @@ func (e *Engine) upsertTopic(spec desired.TopicSpec) error {
 			errs = append(errs, p.Close())
 		}
 	}
+	rules := produceRules(spec)
 	for _, p := range served {
 		if err := p.Reconfigure(logLimits(spec)); err != nil {
 			errs = append(errs, err)
 		}
+		p.SetProduceRules(rules)
 	}
 	e.broadcast()
 	return errors.Join(errs...)
@@ -737,6 +739,7 @@ func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *
 	}
 	start := time.Now()
 	limits := logLimits(spec)
+	rules := produceRules(spec)
 	p, rc, err := dataplane.Open(e.fsys, dir, dataplane.OpenOptions{
 		Topic: spec.Name, Index: index, TopicID: spec.ID,
 		Log: partlog.Config{
@@ -753,6 +756,7 @@ func (e *Engine) openPartition(spec desired.TopicSpec, index, epoch int32, rec *
 			Rounds:             e.roundObserver(),
 		},
 		LogOptions:      e.logOptions(),
+		Rules:           &rules,
 		MaxProducers:    e.cfg.MaxProducersPerPartition,
 		ExpireProducers: e.cfg.ProducerIDExpiration,
 		Now:             e.cfg.Now,

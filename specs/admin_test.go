@@ -99,7 +99,7 @@ var _ = Describe("Admin APIs", Label("admin"), func() {
 		rc = describeTopic(ctx, adm, topic)
 		Expect(topicConfig(rc, "segment.bytes").Source).To(Equal(kmsg.ConfigSourceDefaultConfig))
 		Expect(cfgValue(topicConfig(rc, "retention.bytes"))).To(Equal("10485760"))
-		kv.Name = "flush.ms"
+		kv.Name = "segment.jitter.ms"
 		full.Resources[0].Configs[0] = kv
 		fresp, err = full.RequestWith(ctx, cl)
 		Expect(err).NotTo(HaveOccurred())

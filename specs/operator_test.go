@@ -175,7 +175,7 @@ var _ = Describe("Topic resources on a real API server", Ordered, Label("k8s", "
 		Expect(err.Error()).To(ContainSubstring("partitions can be added, not removed"))
 
 		t = getTopic(ctx, name)
-		t.Spec.Config = map[string]string{"flush.ms": "1"}
+		t.Spec.Config = map[string]string{"segment.jitter.ms": "1"}
 		err = k8s.Update(ctx, t)
 		Expect(err).To(HaveOccurred(), "an unknown config key must be refused by the schema")
 		Expect(err.Error()).To(ContainSubstring("retention.ms"), "the message lists the keys kaas knows")

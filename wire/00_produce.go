@@ -10,8 +10,16 @@ package wire
 //   for Produce v3+: none, another magic or a second batch is
 //   INVALID_RECORD; zstd before v7 is UNSUPPORTED_COMPRESSION_TYPE),
 //   validated (length, magic, CRC-32C once, offsets, max.message.bytes) and
-//   checked against idempotent-producer state, then appended as received
-//   with leader-assigned offsets. Compressed batches are stored as they came.
+//   checked against idempotent-producer state, then appended with
+//   leader-assigned offsets. Batches are stored with the codec they came
+//   with, unless the topic's compression.type names another: then the
+//   batch is re-encoded with it (records, offsets, timestamps and producer
+//   fields unchanged, CRC new) and max.message.bytes applies to the result,
+//   as Kafka's LogValidator does.
+// * On a CreateTime topic, each record's timestamp (but -1) must lie within
+//   message.timestamp.before.max.ms before and after.max.ms after the
+//   owner's clock, else the batch is INVALID_TIMESTAMP with Kafka's
+//   message, and from v8 a RecordErrors entry per record out of range.
 // * Every record of the batch is decoded first, as Kafka's LogValidator
 //   does (volume/records): a codec that does not exist, a broken or
 //   truncated compressed stream is CORRUPT_MESSAGE; a bad varint or
@@ -116,6 +124,7 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 				sp.ErrorCode = errorCode(err)
 				if req.Version >= 8 {
 					sp.ErrorMessage = errMessage(err)
+					sp.ErrorRecords = recordErrors(err)
 				}
 			}
 			if denied != nil {
@@ -232,10 +241,29 @@ func appendBatch(part *dataplane.Partition, recs []byte, version int16, transact
 	case h.Compression() == codecZstd && version < 7:
 		return 0, res, &codedError{code: kerr.UnsupportedCompressionType.Code, err: fmt.Errorf("produce requests with version %d may not use zstd compression (version 7 and later)", version)}
 	}
-	if err := b.CheckRecords(limit); err != nil {
+	c, err := part.Prepare(b, limit)
+	if err != nil {
+		var refused *dataplane.RecordsRefusedError
+		if errors.As(err, &refused) {
+			return 0, res, err
+		}
 		return 0, res, recordsError(err)
 	}
-	return part.AppendChecked(b)
+	return part.AppendChecked(c)
+}
+
+// recordErrors lists the records a refusal names, for Produce v8+.
+func recordErrors(err error) []kmsg.ProduceResponseTopicPartitionErrorRecord {
+	var refused *dataplane.RecordsRefusedError
+	if !errors.As(err, &refused) {
+		return nil
+	}
+	out := make([]kmsg.ProduceResponseTopicPartitionErrorRecord, len(refused.Records))
+	for i, r := range refused.Records {
+		out[i] = kmsg.NewProduceResponseTopicPartitionErrorRecord()
+		out[i].RelativeOffset, out[i].ErrorMessage = r.Index, kmsg.StringPtr(r.Message)
+	}
+	return out
 }
 
 // codecZstd is zstd's compression codec ID in a batch's attributes.

@@ -55,6 +55,8 @@ func errorCode(err error) int16 {
 		return kerr.InvalidTxnState.Code
 	case errors.Is(err, dataplane.ErrTxnCoordinatorFenced):
 		return kerr.TransactionCoordinatorFenced.Code
+	case errors.Is(err, dataplane.ErrInvalidTimestamp):
+		return kerr.InvalidTimestamp.Code
 	case errors.Is(err, dataplane.ErrInvalidRecord):
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, partlog.ErrBatchTooLarge):

@@ -18,6 +18,9 @@ type OpenOptions struct {
 	// Log configures the log; LogOptions are passed to partlog.Open.
 	Log        partlog.Config
 	LogOptions []partlog.Option
+	// Rules are the topic's produce rules (SetProduceRules); nil:
+	// NoProduceRules.
+	Rules *ProduceRules
 	// MaxProducers bounds the producer state (0: unbounded);
 	// ExpireProducers forgets producers idle this long when a snapshot is
 	// taken (0: never), by the clock Now.
@@ -58,6 +61,9 @@ func Open(fsys volume.FS, dir string, o OpenOptions) (*Partition, Recovery, erro
 	p := &Partition{Topic: o.Topic, Index: o.Index, TopicID: o.TopicID, fsys: fsys, dir: dir, log: lg,
 		producers: ps, onFailure: o.OnFailure, onClosed: o.OnClosed,
 		expireProducers: o.ExpireProducers, now: o.Now, logger: o.Logger}
+	if o.Rules != nil {
+		p.SetProduceRules(*o.Rules)
+	}
 	p.mu.Lock()
 	p.expireProducersLocked()
 	p.mu.Unlock()

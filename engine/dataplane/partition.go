@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -53,6 +54,10 @@ type Partition struct {
 	// snapshot is taken; now is the broker's clock.
 	expireProducers time.Duration
 	now             func() time.Time
+
+	// rules are the topic's produce rules (producerules.go); nil until
+	// set: NoProduceRules.
+	rules atomic.Pointer[ProduceRules]
 }
 
 // expireProducersLocked applies the producer expiration before a snapshot.

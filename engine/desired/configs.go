@@ -2,6 +2,7 @@ package desired
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,7 +45,8 @@ type TopicConfig struct {
 	// Check validates a value; nil accepts anything of the right type.
 	Check func(string) error
 	// Synonym is the broker-level config that gives the topic its default
-	// (log.retention.ms for retention.ms).
+	// (log.retention.ms for retention.ms); empty for the keys Kafka has no
+	// broker-level config for.
 	Synonym string
 	Doc     string
 }
@@ -97,6 +99,70 @@ func boolean(v string) error {
 	return nil
 }
 
+func intIn(min, max int64) func(string) error {
+	atLeast := intAtLeast(min)
+	return func(v string) error {
+		if err := atLeast(v); err != nil {
+			return err
+		}
+		if n, _ := strconv.ParseInt(v, 10, 32); n > max {
+			return fmt.Errorf("%d is above the maximum %d", n, max)
+		}
+		return nil
+	}
+}
+
+// gzipLevel is Kafka's check of compression.gzip.level: 1 to 9, or -1.
+func gzipLevel(v string) error {
+	if v == "-1" {
+		return nil
+	}
+	if err := intIn(1, 9)(v); err != nil {
+		return fmt.Errorf("%w (or -1: gzip's default)", err)
+	}
+	return nil
+}
+
+// only accepts one value of a key whose other values would be a lie.
+func only(value, why string) func(string) error {
+	return func(v string) error {
+		if v != value {
+			return fmt.Errorf("%s; only %s is accepted", why, value)
+		}
+		return nil
+	}
+}
+
+// emptyList accepts an empty list only.
+func emptyList(why string) func(string) error {
+	return func(v string) error {
+		if len(SplitConfigList(v)) > 0 {
+			return fmt.Errorf("%s; only an empty list is accepted", why)
+		}
+		return nil
+	}
+}
+
+// formatVersion is a Kafka release or metadata version as
+// message.format.version takes it: 0.11.0, 2.8, 3.0-IV1.
+var formatVersion = regexp.MustCompile(`^(\d+)\.(\d+)(\.\d+)?(-IV\d+)?$`)
+
+// formatV2 accepts the message.format.version values whose format is
+// record batch v2 (0.11.0 and later) and refuses older ones, whose
+// formats kaas does not write.
+func formatV2(v string) error {
+	m := formatVersion.FindStringSubmatch(v)
+	if m == nil {
+		return fmt.Errorf("%q is not a Kafka version (such as 3.0-IV1)", v)
+	}
+	if major, _ := strconv.Atoi(m[1]); major == 0 {
+		if minor, _ := strconv.Atoi(m[2]); minor < 11 {
+			return fmt.Errorf("version %s writes message format v0 or v1: kaas writes record batch v2 only (0.11.0 and later)", v)
+		}
+	}
+	return nil
+}
+
 // listOf checks a comma-separated list whose items are all allowed; the
 // list may not be empty.
 func listOf(allowed ...string) func(string) error {
@@ -128,11 +194,12 @@ func SplitConfigList(v string) []string {
 }
 
 // topicConfigs are the keys a topic may set. Every key here is honoured by
-// kaas, or (min.insync.replicas, unclean.leader.election.enable,
-// compression.type=producer) is harmless and true of kaas: clients and
-// tools send them by habit. Values kaas cannot honour (compaction,
-// broker-side recompression) and every other key are refused with a clear
-// message instead of being accepted and ignored.
+// kaas, or is moot because kaas's guarantee already exceeds what it asks
+// (flush.ms: every acknowledged write is fsynced), or is accepted only at
+// the values true of kaas (preallocate=false, remote.storage.enable=false):
+// clients, frameworks and IaC tools send them by habit or copy them from
+// other clusters. Each key's Doc says which (docs/topics.md). Values kaas
+// cannot honour are refused with the reason, never accepted and ignored.
 var topicConfigs = map[string]TopicConfig{
 	"cleanup.policy": {Default: "delete", Type: ConfigTypeList, Check: listOf("delete"), Synonym: "log.cleanup.policy",
 		Doc: "The retention policy of old log segments: a list of delete and compact. kaas supports delete only: segments are deleted once retention.ms or retention.bytes expires them."},
@@ -145,16 +212,58 @@ var topicConfigs = map[string]TopicConfig{
 	"segment.ms": {Default: "604800000", Type: ConfigTypeLong, Check: longAtLeast(1), Synonym: "log.roll.ms",
 		Doc: "The time after which a segment is rolled even if it is not full, so retention can delete or compact old data."},
 	"max.message.bytes": {Default: "1048588", Type: ConfigTypeInt, Check: intAtLeast(0), Synonym: "message.max.bytes",
-		Doc: "The largest record batch size allowed by this topic (after compression)."},
+		Doc: "The largest record batch size allowed by this topic (after compression, and after the broker's recompression when compression.type asks for it)."},
 	"message.timestamp.type": {Default: "CreateTime", Type: ConfigTypeString, Check: oneOf("CreateTime", "LogAppendTime"), Synonym: "log.message.timestamp.type",
 		Doc: "Whether the timestamp of a record is the time the producer created it (CreateTime) or the time the broker appended it (LogAppendTime)."},
-	"compression.type": {Default: "producer", Type: ConfigTypeString, Check: oneOf("producer"), Synonym: "compression.type",
-		Doc: "The compression of the topic's data. kaas keeps the producer's compression (producer) and does not recompress."},
+	"message.timestamp.before.max.ms": {Default: maxLong, Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.message.timestamp.before.max.ms",
+		Doc: "How far before the owning broker's clock a record's CreateTime timestamp may be: a produce with an older record is refused with INVALID_TIMESTAMP. Not checked on LogAppendTime topics."},
+	"message.timestamp.after.max.ms": {Default: maxLong, Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.message.timestamp.after.max.ms",
+		Doc: "How far after the owning broker's clock a record's CreateTime timestamp may be: a produce with a later record is refused with INVALID_TIMESTAMP. Not checked on LogAppendTime topics."},
+	"message.timestamp.difference.max.ms": {Default: maxLong, Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.message.timestamp.difference.max.ms",
+		Doc: "Deprecated: message.timestamp.before.max.ms and message.timestamp.after.max.ms each take this value while they are at their default."},
+	"compression.type": {Default: "producer", Type: ConfigTypeString, Check: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), Synonym: "compression.type",
+		Doc: "The compression of the topic's data: producer keeps each batch as the producer compressed it; uncompressed, gzip, snappy, lz4 or zstd make the broker recompress a batch written with another codec on append."},
+	"compression.gzip.level": {Default: "-1", Type: ConfigTypeInt, Check: gzipLevel, Synonym: "compression.gzip.level",
+		Doc: "The gzip level of the broker's recompression when compression.type is gzip: 1 to 9, or -1 for gzip's default."},
+	"compression.lz4.level": {Default: "9", Type: ConfigTypeInt, Check: intIn(1, 17), Synonym: "compression.lz4.level",
+		Doc: "The LZ4 level of the broker's recompression when compression.type is lz4: 1 to 17. The default, 9, is LZ4's fast compressor, as in Kafka; other levels are LZ4 HC (kaas's compresses levels above 9 as 9)."},
+	"compression.zstd.level": {Default: "3", Type: ConfigTypeInt, Check: intIn(-131072, 22), Synonym: "compression.zstd.level",
+		Doc: "The zstd level of the broker's recompression when compression.type is zstd: -131072 to 22 (kaas's zstd compresses negative levels as 1)."},
 	"min.insync.replicas": {Default: "1", Type: ConfigTypeInt, Check: intAtLeast(1), Synonym: "min.insync.replicas",
 		Doc: "Accepted for compatibility: kaas has one writer per partition and durability comes from the shared volume and fsync, so every acknowledged write is as durable as the volume whatever this says."},
 	"unclean.leader.election.enable": {Default: "false", Type: ConfigTypeBoolean, Check: boolean, Synonym: "unclean.leader.election.enable",
 		Doc: "Accepted for compatibility: kaas has no replicas that can fall behind, so a new leader always has every acknowledged record."},
+	"flush.messages": {Default: maxLong, Type: ConfigTypeLong, Check: longAtLeast(1), Synonym: "log.flush.interval.messages",
+		Doc: "Moot, any value is accepted: every acknowledged write is fsynced and its partition's fence checked before the answer, stronger than flush.messages=1."},
+	"flush.ms": {Default: maxLong, Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.flush.interval.ms",
+		Doc: "Moot, any value is accepted: every acknowledged write is fsynced and its partition's fence checked before the answer, stronger than flush.ms=0."},
+	"file.delete.delay.ms": {Default: "60000", Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.segment.delete.delay.ms",
+		Doc: "Moot, any value is accepted: a deleted segment's files are removed when its last reader releases them, never under a reader."},
+	"message.downconversion.enable": {Default: "true", Type: ConfigTypeBoolean, Check: boolean, Synonym: "log.message.downconversion.enable",
+		Doc: "Moot, either value is accepted: kaas serves Fetch v4 and later only, whose clients all read record batch v2, so nothing is ever down-converted."},
+	"message.format.version": {Default: "3.0-IV1", Type: ConfigTypeString, Check: formatV2, Synonym: "log.message.format.version",
+		Doc: "Accepted for versions whose message format is record batch v2 (0.11.0 and later), the only one kaas writes; older versions are refused."},
+	"preallocate": {Default: "false", Type: ConfigTypeBoolean, Check: only("false", "kaas does not preallocate segment files"), Synonym: "log.preallocate",
+		Doc: "Accepted as false only: kaas does not preallocate segment files."},
+	"leader.replication.throttled.replicas": {Default: "", Type: ConfigTypeList, Check: emptyList("kaas has no replication to throttle"),
+		Doc: "Accepted empty only: kaas keeps one copy of each partition on the shared volume, so there is no replication to throttle."},
+	"follower.replication.throttled.replicas": {Default: "", Type: ConfigTypeList, Check: emptyList("kaas has no replication to throttle"),
+		Doc: "Accepted empty only: kaas keeps one copy of each partition on the shared volume, so there is no replication to throttle."},
+	"remote.storage.enable": {Default: "false", Type: ConfigTypeBoolean, Check: only("false", "kaas has no tiered storage"),
+		Doc: "Accepted as false only: kaas has no tiered storage; every segment stays on the shared volume."},
+	"remote.log.copy.disable": {Default: "false", Type: ConfigTypeBoolean, Check: only("false", "kaas has no tiered storage"),
+		Doc: "Accepted as false only: kaas has no tiered storage."},
+	"remote.log.delete.on.disable": {Default: "false", Type: ConfigTypeBoolean, Check: only("false", "kaas has no tiered storage"),
+		Doc: "Accepted as false only: kaas has no tiered storage."},
+	"local.retention.ms": {Default: "-2", Type: ConfigTypeLong, Check: only("-2", "kaas has no tiered storage: the local log is the whole log, kept by retention.ms"), Synonym: "log.local.retention.ms",
+		Doc: "Accepted as -2 (the same as retention.ms) only: kaas has no tiered storage, so the local log is the whole log."},
+	"local.retention.bytes": {Default: "-2", Type: ConfigTypeLong, Check: only("-2", "kaas has no tiered storage: the local log is the whole log, kept by retention.bytes"), Synonym: "log.local.retention.bytes",
+		Doc: "Accepted as -2 (the same as retention.bytes) only: kaas has no tiered storage, so the local log is the whole log."},
 }
+
+// maxLong is Long.MAX_VALUE, Kafka's default of the keys that are off
+// unless set.
+const maxLong = "9223372036854775807"
 
 func init() {
 	for k, c := range topicConfigs {
@@ -166,27 +275,13 @@ func init() {
 // rejectedTopicConfigs are Kafka topic configs kaas refuses, with the
 // reason sent to the client.
 var rejectedTopicConfigs = map[string]string{
-	"delete.retention.ms":                     "kaas does not compact topics",
-	"min.compaction.lag.ms":                   "kaas does not compact topics",
-	"max.compaction.lag.ms":                   "kaas does not compact topics",
-	"min.cleanable.dirty.ratio":               "kaas does not compact topics",
-	"flush.messages":                          "kaas fsyncs every acknowledged write",
-	"flush.ms":                                "kaas fsyncs every acknowledged write",
-	"file.delete.delay.ms":                    "kaas removes a deleted segment once its last reader is done",
-	"index.interval.bytes":                    "kaas spaces its index entries itself (every 4 KiB)",
-	"segment.index.bytes":                     "kaas sizes its indexes itself",
-	"segment.jitter.ms":                       "kaas does not jitter segment rolls",
-	"preallocate":                             "kaas does not preallocate segments",
-	"message.timestamp.difference.max.ms":     "kaas does not check timestamps against its clock",
-	"message.timestamp.before.max.ms":         "kaas does not check timestamps against its clock",
-	"message.timestamp.after.max.ms":          "kaas does not check timestamps against its clock",
-	"message.downconversion.enable":           "kaas does not down-convert record batches",
-	"message.format.version":                  "kaas writes record batch format v2 only",
-	"leader.replication.throttled.replicas":   "kaas has no replication",
-	"follower.replication.throttled.replicas": "kaas has no replication",
-	"remote.storage.enable":                   "kaas has no tiered storage",
-	"local.retention.ms":                      "kaas has no tiered storage",
-	"local.retention.bytes":                   "kaas has no tiered storage",
+	"delete.retention.ms":       "kaas does not compact topics",
+	"min.compaction.lag.ms":     "kaas does not compact topics",
+	"max.compaction.lag.ms":     "kaas does not compact topics",
+	"min.cleanable.dirty.ratio": "kaas does not compact topics",
+	"index.interval.bytes":      "kaas spaces its index entries itself (every 4 KiB)",
+	"segment.index.bytes":       "kaas sizes its indexes itself",
+	"segment.jitter.ms":         "kaas does not jitter segment rolls",
 }
 
 // LookupTopicConfig returns the description of a topic config kaas
@@ -295,7 +390,9 @@ func TopicConfigEntries(spec TopicSpec) []ConfigEntry {
 			e.Value, e.Source = v, SourceTopic
 			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: name, Value: v, Source: SourceTopic})
 		}
-		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.Synonym, Value: c.Default, Source: SourceDefault})
+		if c.Synonym != "" { // Kafka lists no default for a key without a broker-level config
+			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.Synonym, Value: c.Default, Source: SourceDefault})
+		}
 		out = append(out, e)
 	}
 	return out

@@ -65,7 +65,7 @@ func TestManagedEnsureTopic(t *testing.T) {
 			want:  want(3, nil),
 			after: &TopicSpec{Name: "orders", ID: "id1", Partitions: 3, Generation: 2, ManagedBy: testManagedBy}},
 		{name: "invalid config", want: want(3, map[string]string{"cleanup.policy": "compact"}), wantErr: ErrInvalidConfig, msg: "compact"},
-		{name: "unknown config", want: want(3, map[string]string{"flush.ms": "1"}), wantErr: ErrInvalidConfig, msg: "flush.ms"},
+		{name: "unknown config", want: want(3, map[string]string{"segment.jitter.ms": "1"}), wantErr: ErrInvalidConfig, msg: "segment.jitter.ms"},
 		{name: "invalid name", want: ManagedTopic{Name: "a/b", Partitions: 1, ManagedBy: testManagedBy}, wantErr: ErrInvalidTopic},
 		{name: "too many partitions", want: want(MaxPartitions+1, nil), wantErr: ErrInvalidPartitions},
 		{name: "no ManagedBy", want: ManagedTopic{Name: "orders", Partitions: 1}, msg: "needs ManagedBy"},

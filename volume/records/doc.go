@@ -17,4 +17,9 @@
 // caller's limit: a compression bomb is refused after at most that many
 // bytes of work. A Validator allocates nothing per record or per batch once
 // warm.
+//
+// Encoding: an Encoder compresses a records section with any codec at
+// Kafka's compression levels, writing what Kafka's own producer writes,
+// and Recompress rewrites a validated batch with another codec (a topic's
+// compression.type), its header kept but for the codec, length and CRC.
 package records
