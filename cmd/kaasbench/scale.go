@@ -107,7 +107,7 @@ func parseScaleFlags(args []string, stderr io.Writer) (scaleConfig, error) {
 	fs.StringVar(&cfg.TopicPrefix, "topic-prefix", "", "topic name prefix (default scale-<random>-)")
 	fs.DurationVar(&cfg.Idle, "idle", 30*time.Second, "idle window CPU is measured over")
 	fs.IntVar(&cfg.MetadataRequests, "metadata-requests", 50, "Metadata requests for all topics, one at a time")
-	fs.DurationVar(&cfg.Poll, "poll", 20*time.Millisecond, "pause between Metadata polls of one broker while waiting for leaders")
+	fs.DurationVar(&cfg.Poll, "poll", 20*time.Millisecond, "least pause between Metadata polls of one broker while waiting for leaders (at least 4 times the last poll's latency)")
 	fs.IntVar(&kill, "kill", 0, "SIGKILL this broker ID after the produce and time the takeover (needs --pids)")
 	fs.BoolVar(&cfg.Kfake, "kfake", false, "also create, query and produce against an in-process kfake of as many brokers (3 without --brokers)")
 	fs.DurationVar(&cfg.CreateTimeout, "create-timeout", 10*time.Minute, "CreateTopics request timeout, and how long to wait for every leader after it was sent")
@@ -362,7 +362,9 @@ func waitLeaders(ctx context.Context, bs []*scaleBroker, topics map[string]bool,
 			t0 := time.Now()
 			nextLog := start.Add(10 * time.Second)
 			for {
+				t1 := time.Now()
 				resp, err := b.metadata(ctx)
+				took := time.Since(t1)
 				w.Polls++
 				if err == nil {
 					w.Served, _ = countLeaders(resp, topics, ok)
@@ -379,7 +381,11 @@ func waitLeaders(ctx context.Context, bs []*scaleBroker, topics map[string]bool,
 						time.Since(start).Seconds(), w.Error)
 					nextLog = nextLog.Add(10 * time.Second)
 				}
-				if !sleepCtx(ctx, poll) {
+				// At least poll between requests, and at least four times
+				// what the last one took: a Metadata of 100,000 partitions
+				// costs the broker enough that polling it back to back
+				// would slow what is being measured.
+				if !sleepCtx(ctx, max(poll, 4*took)) {
 					break
 				}
 			}
@@ -942,12 +948,14 @@ func runKill(ctx context.Context, cfg scaleConfig, res *scaleResult, bs []*scale
 	isAlive := func(id int32) bool { return alive[id] }
 	// A producer to every partition from the kill on, as applications keep
 	// producing through a takeover: it retries what the dead broker led,
-	// refreshing metadata as often as the Java client's retry.backoff.ms
-	// lets it, until the survivor that took the partition over acks.
+	// refreshing metadata at most every 250 ms (the Java client waits
+	// retry.backoff.ms, 100 ms; franz-go's default, 5 s, would add up to
+	// 5 s to the figure), until the survivor that took the partition over
+	// acks.
 	produced := make(chan *produceRound, 1)
 	go func() {
 		produced <- produceAll(ctx, brokerAddrs(survivors), cfg, cfg.TakeoverTimeout+cfg.ProduceTimeout,
-			kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+			kgo.MetadataMinAge(250*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	}()
 	waitCtx, cancel := context.WithTimeout(ctx, cfg.TakeoverTimeout)
 	kr.Leaders = waitLeaders(waitCtx, survivors, topicSet(cfg), cfg.total(), isAlive, start, cfg.Poll, logf)
