@@ -107,7 +107,7 @@ func parseScaleFlags(args []string, stderr io.Writer) (scaleConfig, error) {
 	fs.StringVar(&cfg.TopicPrefix, "topic-prefix", "", "topic name prefix (default scale-<random>-)")
 	fs.DurationVar(&cfg.Idle, "idle", 30*time.Second, "idle window CPU is measured over")
 	fs.IntVar(&cfg.MetadataRequests, "metadata-requests", 50, "Metadata requests for all topics, one at a time")
-	fs.DurationVar(&cfg.Poll, "poll", 20*time.Millisecond, "least pause between Metadata polls of one broker while waiting for leaders (at least 4 times the last poll's latency)")
+	fs.DurationVar(&cfg.Poll, "poll", 20*time.Millisecond, "least pause between Metadata polls of one broker while waiting for leaders (else 4 times the last poll's latency, up to 200ms)")
 	fs.IntVar(&kill, "kill", 0, "SIGKILL this broker ID after the produce and time the takeover (needs --pids)")
 	fs.BoolVar(&cfg.Kfake, "kfake", false, "also create, query and produce against an in-process kfake of as many brokers (3 without --brokers)")
 	fs.DurationVar(&cfg.CreateTimeout, "create-timeout", 10*time.Minute, "CreateTopics request timeout, and how long to wait for every leader after it was sent")
@@ -381,11 +381,12 @@ func waitLeaders(ctx context.Context, bs []*scaleBroker, topics map[string]bool,
 						time.Since(start).Seconds(), w.Error)
 					nextLog = nextLog.Add(10 * time.Second)
 				}
-				// At least poll between requests, and at least four times
-				// what the last one took: a Metadata of 100,000 partitions
-				// costs the broker enough that polling it back to back
-				// would slow what is being measured.
-				if !sleepCtx(ctx, max(poll, 4*took)) {
+				// At least poll between requests, and four times what the
+				// last one took (up to 200 ms, the resolution kept): a
+				// Metadata of 100,000 partitions costs the broker enough
+				// that polling it back to back would slow what is being
+				// measured.
+				if !sleepCtx(ctx, max(poll, min(4*took, 200*time.Millisecond))) {
 					break
 				}
 			}
