@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // tempMarker separates the target's base name from the random suffix in the
@@ -355,7 +356,7 @@ func mkdirAllSync(fsys FS, sync DirSync, dir string, self bool) error {
 		}
 		d = parent
 	}
-	if err := fsys.MkdirAll(dir, dirPerm); err != nil {
+	if err := mkdirAllShared(fsys, dir); err != nil {
 		return fmt.Errorf("mkdir all %s: %w", dir, err)
 	}
 	if self {
@@ -378,4 +379,20 @@ func mkdirAllSync(fsys FS, sync DirSync, dir string, self bool) error {
 		d = parent
 	}
 	return nil
+}
+
+// mkdirAllShared is MkdirAll for a directory other processes may be
+// creating at the same time (brokers starting together make <data>/topics
+// and the cluster directories): MkdirAll treats EEXIST as success only if
+// its lookup that follows sees a directory, and a shared filesystem's
+// client may answer that lookup from a negative entry it cached a moment
+// before (GlusterFS's FUSE client does). Looking again after a pause
+// finds the other process's directory.
+func mkdirAllShared(fsys FS, dir string) error {
+	err := fsys.MkdirAll(dir, dirPerm)
+	for pause := 10 * time.Millisecond; errors.Is(err, fs.ErrExist) && pause <= 640*time.Millisecond; pause *= 2 {
+		time.Sleep(pause)
+		err = fsys.MkdirAll(dir, dirPerm)
+	}
+	return err
 }

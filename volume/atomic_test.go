@@ -495,3 +495,40 @@ func TestMkdirEntriesSync(t *testing.T) {
 		})
 	}
 }
+
+// staleLookupFS answers the first lookups of one directory as missing and
+// its mkdir as EEXIST, as a GlusterFS client does for a directory another
+// process just created while it held a negative entry for it.
+type staleLookupFS struct {
+	volume.FS
+	dir   string
+	stale int // mkdirs of dir still answered EEXIST
+}
+
+func (s *staleLookupFS) MkdirAll(name string, perm fs.FileMode) error {
+	if name == s.dir && s.stale > 0 {
+		s.stale--
+		if err := s.FS.MkdirAll(name, perm); err != nil {
+			return err
+		}
+		return &fs.PathError{Op: "mkdir", Path: name, Err: syscall.EEXIST}
+	}
+	return s.FS.MkdirAll(name, perm)
+}
+
+// TestMkdirAllSyncCreatedMeanwhile: a directory another broker created
+// between this one's lookup and its mkdir is success, even while the
+// client still answers from a stale lookup for a moment; one that never
+// shows up is an error.
+func TestMkdirAllSyncCreatedMeanwhile(t *testing.T) {
+	for _, tc := range []struct {
+		stale   int
+		wantErr bool
+	}{{1, false}, {3, false}, {100, true}} {
+		sfs := &staleLookupFS{FS: memfs.New(), dir: "/data/topics", stale: tc.stale}
+		err := volume.MkdirAllSync(sfs, "/data/topics")
+		if (err != nil) != tc.wantErr {
+			t.Errorf("stale %d: err = %v, want error %v", tc.stale, err, tc.wantErr)
+		}
+	}
+}
