@@ -85,6 +85,7 @@ type pendingSync struct {
 	part *dataplane.Partition
 	last int64
 	rp   *kmsg.ProduceResponseTopicPartition
+	sync dataplane.PendingSync
 }
 
 func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
@@ -102,6 +103,14 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 	// A compressed batch may inflate to at most what one request may carry
 	// uncompressed: a bomb costs no more than a plain request.
 	limit := int(c.s.cfg.MaxFrameBytes)
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	// The request's time bounds its wait for write slots (back-pressure
+	// when too many partitions hold appends not yet fsynced) and for its
+	// rounds.
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
 	var pending []pendingSync
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti := range req.Topics {
@@ -144,6 +153,10 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 				setErr(err)
 				continue
 			}
+			if err := part.ReserveWrite(ctx); err != nil {
+				setErr(err)
+				continue
+			}
 			last, first, err := appendBatch(part, rp.Records, req.Version, req.TransactionID != nil, limit)
 			var unverified *dataplane.TxnUnverifiedError
 			if errors.As(err, &unverified) {
@@ -165,36 +178,34 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 			if c.s.metrics != nil {
 				part.Traffic.Produced(int64(len(rp.Records)), last-first.BaseOffset+1)
 			}
-			pending = append(pending, pendingSync{part: part, last: last, rp: sp})
+			// The round is asked for now, not after the request's last
+			// append: a later partition's wait for a write slot may need
+			// this one's round to give its slot back.
+			pending = append(pending, pendingSync{part: part, last: last, rp: sp, sync: part.SyncLater(last)})
 		}
 	}
 	if req.Acks == 0 {
 		// No response, but the data still has to become durable and visible.
+		cancel()
 		r.finish(nil)
 		if len(pending) > 0 {
-			syncs := syncAll(pending)
 			go func() {
-				for _, s := range syncs {
-					_ = s.Wait(context.Background())
+				for _, p := range pending {
+					_ = p.sync.Wait(context.Background())
 				}
 			}()
 		}
 		return
 	}
 	if len(pending) == 0 {
+		cancel()
 		r.finish(resp)
 		return
 	}
-	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
 	c.async(r, func() {
-		ctx, cancel := context.WithTimeout(c.ctx, timeout)
 		defer cancel()
-		syncs := syncAll(pending)
-		for i, p := range pending {
-			if err := syncs[i].Wait(ctx); err != nil {
+		for _, p := range pending {
+			if err := p.sync.Wait(ctx); err != nil {
 				p.rp.ErrorCode = errorCode(err)
 				p.rp.BaseOffset = -1
 				if req.Version >= 8 {
@@ -204,16 +215,6 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 		}
 		r.finish(resp)
 	})
-}
-
-// syncAll asks every pending partition's round before any is waited for:
-// the partitions' group commits run side by side.
-func syncAll(pending []pendingSync) []dataplane.PendingSync {
-	syncs := make([]dataplane.PendingSync, len(pending))
-	for i, p := range pending {
-		syncs[i] = p.part.SyncLater(p.last)
-	}
-	return syncs
 }
 
 // appendBatch checks and appends a partition's record set, which holds

@@ -73,7 +73,7 @@ func errorCode(err error) int16 {
 		// The volume is full: retriable, and the log stays open (fetches go
 		// on); the append works again once space is freed.
 		return kerr.KafkaStorageError.Code
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, partlog.ErrNoWriteSlot), errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
 	case errors.As(err, &ke):
 		return ke.Code // another broker's answer, passed on

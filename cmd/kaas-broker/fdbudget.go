@@ -21,7 +21,10 @@ package main
 // Partitions take no share: an idle partition holds no fd, an active one
 // its append handle and its segment's read handle while the cache has
 // room, and the cache closes the least recently used ones when it has
-// not. The number of partitions a broker holds is bounded by memory
+// not. The one pair it cannot close is a partition's with appends not yet
+// fsynced, so at most a third of the cap's worth of partitions may hold
+// such appends at once (writeSlots = handles / 3, two handles each);
+// a produce beyond that waits for a round to end (partlog.WriteSlots). The number of partitions a broker holds is bounded by memory
 // instead: --max-partitions-per-broker defaults to half the memory limit
 // (cgroup memory.max, GOMEMLIMIT) over partitionMemory, and to no bound
 // without a memory limit. An explicit --max-connections replaces its
@@ -80,6 +83,9 @@ type fdBudget struct {
 	Transient   int    // opens in flight on the data path
 	Connections int    // client connections (--max-connections)
 	Handles     int    // the partition files' cache's cap
+	// WriteSlots is how many partitions may hold appends not yet fsynced
+	// at once (each keeps two of Handles open until its round).
+	WriteSlots int
 	// OpenParallel and SyncWorkers are the partition opens run at once
 	// and the sync pool's workers, cut to fit Transient.
 	OpenParallel, SyncWorkers int
@@ -110,6 +116,7 @@ func deriveFDBudget(limit uint64, connections, syncWorkers int) fdBudget {
 	b.Transient = int(transient)
 	b.Connections = int(min(c, math.MaxInt32))
 	b.Handles = int(min(max(h, minHandles), math.MaxInt32))
+	b.WriteSlots = max(b.Handles/3, 1)
 	return b
 }
 
@@ -195,10 +202,11 @@ func (b *budgetOptions) startFDBudget(log logr.Logger, connections int) partitio
 	hc := handles.Default()
 	hc.SetCap(fb.Handles)
 	hc.SetIdle(b.handleIdle)
+	partlog.DefaultWriteSlots().SetMax(fb.WriteSlots)
 	mem := memoryLimit()
 	pb := partitionBudget{fdBudget: fb, Partitions: derivePartitionBudget(b.maxPartitionsPerBroker, mem)}
 	kv := []any{"limit", fb.Limit, "softLimitAtStart", before, "reserve", fb.Reserve, "transient", fb.Transient,
-		"maxConnections", fb.Connections, "partitionFileHandles", fb.Handles, "syncWorkers", fb.SyncWorkers, "parallelOpens", fb.OpenParallel,
+		"maxConnections", fb.Connections, "partitionFileHandles", fb.Handles, "writeSlots", fb.WriteSlots, "syncWorkers", fb.SyncWorkers, "parallelOpens", fb.OpenParallel,
 		"memoryLimit", mem, "maxPartitionsPerBroker", pb.Partitions}
 	if fb.Overcommitted {
 		log.Info("file-descriptor budget overcommitted: --max-connections leaves the partition files' cache less than its minimum; opens beyond the limit fail with EMFILE and are retried", kv...)

@@ -40,6 +40,9 @@ func TestDeriveFDBudget(t *testing.T) {
 				t.Fatalf("limit %d: %+v, want reserve 256, transient %d, %d connections, %d handles, overcommitted %v, %d opens, %d sync workers",
 					c.limit, b, c.wantTransient, c.wantConns, c.wantHandles, c.wantOvercommitted, c.wantOpens, c.wantSyncs)
 			}
+			if b.WriteSlots != max(b.Handles/3, 1) || 2*b.WriteSlots > b.Handles {
+				t.Fatalf("limit %d: %d write slots for %d handles: want a third, two handles each within the cap", c.limit, b.WriteSlots, b.Handles)
+			}
 			if !b.Overcommitted && uint64(b.Reserve+b.Transient+b.Connections+b.Handles) != min(c.limit, maxDerivedLimit) {
 				t.Fatalf("limit %d: the shares %+v do not add up to it", c.limit, b)
 			}

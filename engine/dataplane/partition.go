@@ -225,6 +225,14 @@ func (p *Partition) Sync(ctx context.Context, offset int64) error {
 	return p.SyncLater(offset).Wait(ctx)
 }
 
+// ReserveWrite waits until the partition may take an append: at once
+// unless the broker already holds as many partitions with appends waiting
+// for their fsync as its descriptors allow (partlog.WriteSlots), then
+// until one of them is durable or ctx ends.
+func (p *Partition) ReserveWrite(ctx context.Context) error {
+	return p.log.ReserveWrite(ctx)
+}
+
 // SyncLater is Sync in two halves (partlog.Log.SyncLater): the round is
 // asked for now; PendingSync.Wait waits for it and does what Sync does
 // after.

@@ -74,6 +74,9 @@ type Config struct {
 	// Handles caches the log's open files (segments and the append
 	// handle); nil is the process-wide handles.Default().
 	Handles *handles.Cache
+	// WriteSlots bounds the logs with appends not yet fsynced; nil is
+	// the process-wide DefaultWriteSlots().
+	WriteSlots *WriteSlots
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -168,6 +171,11 @@ type Log struct {
 	// while they are equal (clean), so that no write error is lost.
 	hc              *handles.Cache
 	written, synced atomic.Uint64
+	// slots bounds the logs that are not clean; slotHeld says l holds one
+	// (taken with its first append after a clean round, given back by the
+	// round that finds it clean again, or by Close).
+	slots    *WriteSlots
+	slotHeld atomic.Bool
 
 	isClosed atomic.Bool // closed, readable without mu
 	logStart atomic.Int64
@@ -345,6 +353,7 @@ func (l *Log) AppendChecked(c Checked) (AppendResult, error) {
 		l.hc.Release(l.wh)
 		return AppendResult{}, err
 	}
+	l.takeSlotLocked()
 	l.written.Add(1)
 	l.hc.Release(l.wh)
 	s.noteBatch(pos, base, last, h.MaxTimestamp, int64(l.cfg.IndexIntervalBytes))
@@ -930,6 +939,7 @@ func (l *Log) close() error {
 	if err := l.hc.Forget(l.wh); err != nil {
 		errs = append(errs, err)
 	}
+	l.releaseSlot()
 	if err := l.Err(); err != nil && len(errs) == 0 {
 		return err
 	}

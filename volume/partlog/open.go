@@ -61,6 +61,10 @@ func Open(fsys volume.FS, dir string, cfg Config, opts ...Option) (*Log, error) 
 	if l.hc == nil {
 		l.hc = handles.Default()
 	}
+	l.slots = cfg.WriteSlots
+	if l.slots == nil {
+		l.slots = DefaultWriteSlots()
+	}
 	prev, err := l.claimFence()
 	if err != nil {
 		return nil, fmt.Errorf("open partition log %s: %w", dir, err)

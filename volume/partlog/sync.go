@@ -357,6 +357,7 @@ func (s *syncer) round(forceCheckpoint bool) error {
 		}
 		s.fsynced.seg, s.fsynced.pos = seg, pos
 		l.synced.Store(written)
+		l.releaseSlotIfClean(written)
 		if obs != nil {
 			r.Synced, r.Fsync, r.Bytes = true, l.cfg.Now().Sub(t0), pos
 			if seg == prev.seg {
