@@ -124,6 +124,19 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 // once for several changes in that directory. Its errors are those of
 // WriteFileAtomic up to the rename.
 func WriteFileRenamed(fsys FS, name string, data []byte) error {
+	return writeFileRenamed(fsys, name, data, true)
+}
+
+// WriteFileReplaced is WriteFileRenamed without its fsync: readers still
+// see the old contents or the new, never a part, but a host crash may
+// lose the new contents, or, where the filesystem does not order a file's
+// data before its rename, leave it empty or partial. It is for status a
+// reader takes for absent when it is missing or does not decode.
+func WriteFileReplaced(fsys FS, name string, data []byte) error {
+	return writeFileRenamed(fsys, name, data, false)
+}
+
+func writeFileRenamed(fsys FS, name string, data []byte, durable bool) error {
 	dir, base := path.Split(name)
 	dir = path.Clean(dir) // "" becomes "."; a trailing slash goes
 	if base == "" || base == "." || base == ".." {
@@ -171,8 +184,10 @@ func WriteFileRenamed(fsys FS, name string, data []byte) error {
 	if err := writeAll(f, data); err != nil {
 		return fail("write", err)
 	}
-	if err := f.Sync(); err != nil {
-		return fail("sync", err)
+	if durable {
+		if err := f.Sync(); err != nil {
+			return fail("sync", err)
+		}
 	}
 	closed = true
 	if err := f.Close(); err != nil {

@@ -24,7 +24,10 @@ whose every state between resumes from an earlier one anyway saves its
 record only where a pass stops (an error, a wait) and at its end state
 (` + "`Definition.SaveAtStops`" + `, said under its drawing): its record is status,
 not progress, and a takeover of thousands of partitions does not pay an
-atomic write per step of each.
+atomic write per step of each. Such a record is also written without
+fsync (renamed into place, so a reader never sees half of one): a crash
+may lose it or leave it empty, and a record that does not decode reads as
+none, as if the machine had not started.
 
 The drawings below are made from each machine's ` + "`states.Definition`" + ` by
 ` + "`kaasctl machines`" + ` (` + "`-o dot`" + ` for Graphviz). Three kinds of arrow:
