@@ -505,6 +505,7 @@ func (e *Engine) reconcileTopic(ctx context.Context, name string) error {
 	var g errgroup.Group
 	g.SetLimit(e.cfg.ParallelOpens)
 	prepared := false
+	stamp := sync.OnceValue(func() error { return states.EnsureStamp(e.fsys, e.cfg.DataDir, spec.Name, spec.ID) })
 	for p := int32(0); p < spec.Partitions; p++ {
 		owner, mine, _ := e.ownerOf(spec.ID, p)
 		if !mine {
@@ -530,7 +531,7 @@ func (e *Engine) reconcileTopic(ctx context.Context, name string) error {
 				errs[p] = ctx.Err()
 				return nil
 			}
-			errs[p] = e.driveOpen(ctx, spec, p, owner.LeaderEpoch)
+			errs[p] = e.driveOpen(ctx, spec, p, owner.LeaderEpoch, stamp)
 			<-e.openSem
 			e.opens.noteOpen(openKey(spec.Name, p, spec.ID), errs[p])
 			return nil
@@ -650,7 +651,9 @@ func (e *Engine) save(rec *states.Record) error {
 
 // driveOpen drives one partition's open machine to serving at the leader
 // epoch assigned to this broker.
-func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, epoch int32) error {
+// stamp, if not nil, is the stamp step shared by the topic's opens of this
+// pass.
+func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, epoch int32, stamp func() error) error {
 	obj := states.PartitionObject(spec.Name, index)
 	cur := e.servingPartition(spec.Name, spec.ID, index)
 	if cur != nil && cur.Log().Err() == nil && cur.Epoch() == epoch {
@@ -710,7 +713,7 @@ func (e *Engine) driveOpen(ctx context.Context, spec desired.TopicSpec, index, e
 			return fmt.Errorf("open partition %d: %w", index, err)
 		}
 	}
-	host := &partitionOpenHost{e: e, spec: spec, index: index, epoch: epoch}
+	host := &partitionOpenHost{e: e, spec: spec, index: index, epoch: epoch, stamp: stamp}
 	acts := states.PartitionOpenActions(e.fsys, e.cfg.DataDir, spec.Name, spec.ID, index, rec, host)
 	err = e.drive(ctx, states.PartitionOpen, rec, acts)
 	if opened := host.opened; err != nil && opened != nil && e.servingPartition(spec.Name, spec.ID, index) != opened {

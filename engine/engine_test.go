@@ -543,7 +543,7 @@ func TestLateOpenOfADeletedTopicCreatesNothing(t *testing.T) {
 	if err := desired.WriteTopicSpec(fsys, testCluster, deleted); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.driveOpen(ctx, spec, 0, 1); err == nil {
+	if err := e.driveOpen(ctx, spec, 0, 1, nil); err == nil {
 		t.Fatal("opened a partition of a topic marked deleted")
 	}
 	if _, err := fsys.Stat(states.TopicDir(testData, "gone")); !errors.Is(err, fs.ErrNotExist) {

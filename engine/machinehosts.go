@@ -24,6 +24,18 @@ type partitionOpenHost struct {
 	spec         desired.TopicSpec
 	index, epoch int32
 	opened       *dataplane.Partition
+	// stamp is the stamp step shared by the topic's opens in one pass
+	// (nil: this open's own).
+	stamp func() error
+}
+
+// EnsureStamp is the stamp step (states.StampEnsurer): once per topic and
+// reconcile pass, not once per partition.
+func (h *partitionOpenHost) EnsureStamp() error {
+	if h.stamp != nil {
+		return h.stamp()
+	}
+	return states.EnsureStamp(h.e.fsys, h.e.cfg.DataDir, h.spec.Name, h.spec.ID)
 }
 
 // SyncDir shares the directory fsyncs of every open (volume.DirSyncer):

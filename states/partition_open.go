@@ -88,6 +88,16 @@ type PartitionOpenHost interface {
 	Serve(ctx context.Context, rec *Record) error
 }
 
+// StampEnsurer is a PartitionOpenHost that shares the stamp step between
+// the partitions of a topic it opens side by side: EnsureStamp answers
+// what EnsureStamp of the host's topic answered once for all of them.
+// Sharing it is sound because only a stamp of another incarnation is ever
+// moved aside (directory-reclaim), so a directory found carrying this
+// incarnation's stamp keeps carrying it.
+type StampEnsurer interface {
+	EnsureStamp() error
+}
+
 // PartitionOpenActions are the actions of PartitionOpen for one
 // partition, driving rec: make-dir and stamp act on the volume, the rest
 // are host's.
@@ -106,7 +116,12 @@ func PartitionOpenActions(fsys volume.FS, dataDir, topic, topicID string, partit
 			return volume.MkdirEntriesSync(fsys, ds, PartitionDir(dataDir, topic, partition))
 		},
 		"stamp": func(ctx context.Context) error {
-			err := EnsureStamp(fsys, dataDir, topic, topicID)
+			var err error
+			if hs, ok := host.(StampEnsurer); ok {
+				err = hs.EnsureStamp()
+			} else {
+				err = EnsureStamp(fsys, dataDir, topic, topicID)
+			}
 			if errors.Is(err, ErrStampMismatch) {
 				// Not this machine's to fix: it waits for the controller's
 				// directory-reclaim to move the directory aside.
