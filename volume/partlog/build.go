@@ -2,8 +2,11 @@ package partlog
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"slices"
+
+	"github.com/kaas-dev/kaas/volume/records"
 )
 
 // StartBatch begins a RecordBatch v2 at the end of dst: it makes room for
@@ -37,4 +40,23 @@ func FinishBatch(batch []byte, h BatchHeader) {
 	be.PutUint32(batch[offBaseSequence:], uint32(h.BaseSequence))
 	be.PutUint32(batch[offNumRecords:], uint32(h.NumRecords))
 	be.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], castagnoli))
+}
+
+// BuildBatch appends to dst the batch it walks (records.Iter.Reset), as
+// the log cleaner rewrites it: only the records keep keeps, byte for byte,
+// under the batch's own header, codec and offsets, with horizon (unless
+// records.NoHorizon) as its delete horizon; with no record kept, the
+// header-only empty batch Kafka keeps for a producer's state
+// (records.Encoder.AppendRetained has the rules). The CRC is recomputed.
+// A batch whose records keep keeps all, with no new horizon, is better
+// copied as it is: this one recompresses.
+func BuildBatch(dst []byte, e *records.Encoder, it *records.Iter, keep func(*records.Record) bool, horizon int64) ([]byte, error) {
+	start := len(dst)
+	dst = StartBatch(dst, len(it.Batch()))
+	dst, h, err := e.AppendRetained(dst, it, keep, horizon)
+	if err != nil {
+		return dst[:start], fmt.Errorf("rewrite the batch at offset %d: %w", h.BaseOffset, err)
+	}
+	FinishBatch(dst[start:], h)
+	return dst, nil
 }

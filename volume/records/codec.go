@@ -95,14 +95,17 @@ func (c *codecs) open(s *stream, codec int, payload []byte, limit int64) error {
 	return nil
 }
 
-// leftover is how many compressed bytes the decompressor left unread after
-// the end of its stream (0 for the codecs that read all of theirs).
-func (c *codecs) leftover(codec int) int {
+// checkLeftover refuses compressed bytes the decompressor left unread
+// after the end of its stream (the codecs other than gzip, lz4 and zstd
+// read all of theirs).
+func (c *codecs) checkLeftover(codec int) error {
 	switch codec {
 	case codecGzip, codecLZ4, codecZstd:
-		return c.src.Len()
+		if n := c.src.Len(); n > 0 {
+			return fmt.Errorf("%w: %d bytes after the end of the compressed stream", ErrCorrupt, n)
+		}
 	}
-	return 0
+	return nil
 }
 
 // release drops the references to the batch and buffers too big to keep.

@@ -22,4 +22,9 @@
 // Kafka's compression levels, writing what Kafka's own producer writes,
 // and Recompress rewrites a validated batch with another codec (a topic's
 // compression.type), its header kept but for the codec, length and CRC.
+//
+// Log cleaning: an Iter walks a stored batch's records (decompressed once,
+// checked as ValidateStored checks them) and Encoder.AppendRetained
+// rewrites the batch keeping some of them, byte for byte, as Kafka's
+// cleaner does; partlog.BuildBatch frames the result.
 package records

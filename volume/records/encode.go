@@ -31,7 +31,7 @@ const DefaultLevel = -1 << 31
 
 // Encoder compresses a batch's records section, for the broker's
 // recompression on append (compression.type) and the log cleaner's
-// rewrites (which frame batches with partlog.StartBatch and FinishBatch).
+// rewrites (AppendRetained, framed by partlog.BuildBatch).
 // It keeps its compressors between batches; it is not safe for concurrent
 // use. Take one with AcquireEncoder, give it back with Release.
 type Encoder struct {

@@ -17,6 +17,13 @@ func (v *Validator) AppendRaw(dst, batch []byte, limit int) ([]byte, error) {
 	if codec == codecNone {
 		return append(dst, payload...), nil
 	}
+	return v.inflate(dst, codec, payload, limit)
+}
+
+// inflate appends payload, compressed with codec, decompressed to dst: at
+// most limit bytes (ErrTooLarge beyond). Compressed bytes after the end of
+// the stream are ErrCorrupt, as Validate finds them.
+func (v *Validator) inflate(dst []byte, codec int, payload []byte, limit int) ([]byte, error) {
 	if err := v.c.open(&v.s, codec, payload, int64(limit)); err != nil {
 		return dst, err
 	}
@@ -27,11 +34,12 @@ func (v *Validator) AppendRaw(dst, batch []byte, limit int) ([]byte, error) {
 			return dst, err
 		}
 		if s.pos == s.end {
-			return dst, nil
+			break
 		}
 		dst = append(dst, s.buf[s.pos:s.end]...)
 		s.pos = s.end
 	}
+	return dst, v.c.checkLeftover(codec)
 }
 
 // Recompress appends to dst batch rewritten with its records compressed

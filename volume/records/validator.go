@@ -15,6 +15,16 @@ import (
 type Validator struct {
 	s stream
 	c codecs
+	// The last record's key and value, as stream offsets (Iter slices
+	// them out of a decompressed records section).
+	key, value field
+}
+
+// field is where a key or value lies in the stream: n bytes at at (n -1:
+// null).
+type field struct {
+	at int64
+	n  int32
 }
 
 var pool = sync.Pool{New: func() any { return new(Validator) }}
@@ -114,12 +124,8 @@ func (v *Validator) FirstAtOrAfter(batch []byte, ts int64, limit int) (offsetDel
 // stored batch may be sparse (ValidateStored); otherwise every offset
 // delta equals its record's index.
 func (v *Validator) walk(batch []byte, limit int, stored bool, fn func(int32, int64) bool) error {
-	if len(batch) < BatchHeaderSize {
-		return fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
-	}
-	var h BatchHeader
-	h.Decode(batch)
-	if err := checkCount(h, stored); err != nil {
+	h, err := begin(batch, stored)
+	if err != nil {
 		return err
 	}
 	if h.NumRecords == 0 && len(batch) == BatchHeaderSize {
@@ -132,42 +138,63 @@ func (v *Validator) walk(batch []byte, limit int, stored bool, fn func(int32, in
 	defer v.release()
 	next := int64(0) // the lowest offset delta the next record may have
 	for i := range h.NumRecords {
-		lo, hi := i, i
-		if stored {
-			if next > int64(h.LastOffsetDelta) {
-				return fmt.Errorf("%w: record %d: after a record at the last offset delta %d", ErrInvalid, i, h.LastOffsetDelta)
-			}
-			lo, hi = int32(next), h.LastOffsetDelta
-		}
-		tsDelta, offsetDelta, err := v.record(i, h.IsControl(), lo, hi)
+		tsDelta, offsetDelta, err := v.step(&h, i, &next, stored)
 		if err != nil {
 			return err
 		}
-		next = int64(offsetDelta) + 1
-		if fn != nil {
-			// With a delete horizon (KIP-534) the first timestamp field
-			// is the horizon and the deltas are relative to it, so this
-			// sum is the record's timestamp in either case.
-			ts := h.FirstTimestamp + tsDelta
-			if h.LogAppendTime() {
-				ts = h.MaxTimestamp
-			}
-			if !fn(offsetDelta, ts) {
-				return nil
-			}
+		if fn != nil && !fn(offsetDelta, recordTime(&h, tsDelta)) {
+			return nil
 		}
 	}
+	return v.finish(h.NumRecords, codec)
+}
+
+// begin decodes batch's header and checks its record count.
+func begin(batch []byte, stored bool) (BatchHeader, error) {
+	var h BatchHeader
+	if len(batch) < BatchHeaderSize {
+		return h, fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorrupt, len(batch))
+	}
+	h.Decode(batch)
+	return h, checkCount(h, stored)
+}
+
+// step reads record i of the batch h, whose offset delta must be at least
+// *next (and, in a produced batch, i), and moves *next past it.
+func (v *Validator) step(h *BatchHeader, i int32, next *int64, stored bool) (tsDelta int64, offsetDelta int32, err error) {
+	lo, hi := i, i
+	if stored {
+		if *next > int64(h.LastOffsetDelta) {
+			return 0, 0, fmt.Errorf("%w: record %d: after a record at the last offset delta %d", ErrInvalid, i, h.LastOffsetDelta)
+		}
+		lo, hi = int32(*next), h.LastOffsetDelta
+	}
+	tsDelta, offsetDelta, err = v.record(i, h.IsControl(), lo, hi)
+	*next = int64(offsetDelta) + 1
+	return tsDelta, offsetDelta, err
+}
+
+// recordTime is the timestamp of a record of h. With a delete horizon
+// (KIP-534) the first timestamp field is the horizon and the deltas are
+// relative to it, so the sum is the record's timestamp in either case.
+func recordTime(h *BatchHeader, tsDelta int64) int64 {
+	if h.LogAppendTime() {
+		return h.MaxTimestamp
+	}
+	return h.FirstTimestamp + tsDelta
+}
+
+// finish checks that nothing follows the last of n records, in the stream
+// or (codec's) compressed bytes.
+func (v *Validator) finish(n int32, codec int) error {
 	end, err := v.s.atEnd()
 	if err != nil {
 		return fmt.Errorf("after the last record: %w", err)
 	}
 	if !end {
-		return fmt.Errorf("%w: bytes after the last of %d records", ErrInvalid, h.NumRecords)
+		return fmt.Errorf("%w: bytes after the last of %d records", ErrInvalid, n)
 	}
-	if n := v.c.leftover(codec); n > 0 {
-		return fmt.Errorf("%w: %d bytes after the end of the compressed stream", ErrCorrupt, n)
-	}
-	return nil
+	return v.c.checkLeftover(codec)
 }
 
 // checkCount checks the header's record count against its last offset
@@ -239,6 +266,7 @@ func (v *Validator) record(i int32, control bool, lo, hi int32) (tsDelta int64, 
 	if err != nil {
 		return 0, 0, err
 	}
+	v.key = field{at: s.offset() - int64(max(keyLen, 0)), n: keyLen}
 	if control && keyLen < 4 {
 		return 0, 0, fmt.Errorf("%w: record %d: a control key of %d bytes, want 4 (-1: null)", ErrInvalid, i, keyLen)
 	}
@@ -246,6 +274,7 @@ func (v *Validator) record(i int32, control bool, lo, hi int32) (tsDelta int64, 
 	if err != nil {
 		return 0, 0, err
 	}
+	v.value = field{at: s.offset() - int64(max(valueLen, 0)), n: valueLen}
 	if control && valueLen < 6 {
 		return 0, 0, fmt.Errorf("%w: record %d: a transaction marker value of %d bytes, want at least 6", ErrInvalid, i, valueLen)
 	}

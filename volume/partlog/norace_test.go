@@ -1,0 +1,5 @@
+//go:build !race
+
+package partlog
+
+const raceEnabled = false
