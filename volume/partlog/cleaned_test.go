@@ -266,8 +266,8 @@ func TestPlainLogUnchanged(t *testing.T) {
 
 // TestRetentionOverCleaned: retention and DeleteRecords drop cleaned
 // segments like plain ones: their files go (a Ref into one keeps them
-// until it is released), an orphan cleaned file below the log start is
-// swept, and the manifest is version 1 again once it names no cleaned
+// until it is released), an older epoch's cleaned file no manifest names
+// is swept, and the manifest is version 1 again once it names no cleaned
 // segment.
 func TestRetentionOverCleaned(t *testing.T) {
 	fsys := newMemFS(t)
@@ -327,8 +327,9 @@ func TestRetentionOverCleaned(t *testing.T) {
 }
 
 // TestRecoveryNeverAdoptsCleaned: a cleaned file no manifest names is
-// never taken for a newer epoch's segment, and without any manifest a
-// cleaned file makes the log refuse to open rather than guess.
+// never taken for a newer epoch's segment (a later epoch's Open removes
+// it), and without any manifest a cleaned file makes the log refuse to
+// open rather than guess.
 func TestRecoveryNeverAdoptsCleaned(t *testing.T) {
 	fsys := newMemFS(t)
 	writeHandLog(t, fsys, testDir, 1, 0, cleanedLog())
@@ -345,6 +346,9 @@ func TestRecoveryNeverAdoptsCleaned(t *testing.T) {
 	}
 	if hw := l.HighWatermark(); hw != 40 {
 		t.Errorf("high watermark %d, want 40", hw)
+	}
+	if got := unnamed(t, fsys); len(got) != 0 {
+		t.Errorf("unnamed files left after Open: %v", got)
 	}
 	mustClose(t, l)
 

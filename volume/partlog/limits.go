@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 	"slices"
 	"time"
 )
@@ -62,11 +61,11 @@ var ErrNoSpace = errors.New("no space left on the data volume")
 //     (WriteFileAtomic) that raises LogStartOffset and drops the segments
 //     from the list. Removing the files is not atomic (three unlinks per
 //     segment, after their handles are closed) and comes only after it.
-//   - Idempotent and re-driven? Yes: a segment file below the first segment
-//     of the manifest is an orphan by definition, whatever state the
-//     removal was in. The next pass that drops segments and every Open
-//     remove such orphans (sweepOrphans), so a crash between the manifest
-//     write and the last unlink converges.
+//   - Idempotent and re-driven? Yes: a dropped segment's files are named
+//     by no manifest of this writer, whatever state the removal was in.
+//     The next pass that drops segments and every Open remove such files
+//     (sweepUnlisted, unlisted.go), so a crash between the manifest write
+//     and the last unlink converges.
 //   - One writer, fenced by epoch? The fence is read before the manifest
 //     write (a fenced writer never moves the log start) and again after it,
 //     before any file is removed: a new owner that claimed the fence before
@@ -76,8 +75,8 @@ var ErrNoSpace = errors.New("no space left on the data volume")
 //     reads the new manifest (close-to-open), which no longer names them.
 //   - Names as identities? Segments are named by base offset and creating
 //     epoch (and a cleaned one by its generation), never reused below the
-//     log start, and only files below this writer's own first segment are
-//     removed.
+//     log start, and a file is removed only if the manifest this writer
+//     made durable last does not name it (see unlistedRule).
 //
 // Handles before deletes: a dropped segment's read handle is closed first,
 // by the dropper or, while a reader has it pinned (a Ref being sent, a Read
@@ -304,7 +303,7 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 	}
 	if l.closed {
 		// Close owns every handle of l.segs now (closed, or left to the
-		// last Release): the victims' files stay as orphans, removed by the
+		// last Release): the victims' files stay, unlisted, removed by the
 		// next Open.
 		l.mu.Unlock()
 		return false, l.fenceFailure(why, fenceErr)
@@ -319,7 +318,6 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 		v.gone = true
 	}
 	l.segs = slices.Clone(l.segs[k:])
-	first := l.segs[0].base
 	l.mu.Unlock()
 
 	var free []*segment
@@ -339,7 +337,7 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 	if !remove {
 		return false, l.fenceFailure(why, fenceErr)
 	}
-	l.sweepOrphans(first)
+	l.sweepUnlisted(nil)
 	return true, nil
 }
 
@@ -359,7 +357,7 @@ func (l *Log) fenceFailure(why string, err error) error {
 
 // freeSegment closes a dropped segment's read handle (its only one: sealed
 // segments keep no other open) and then, if remove, removes its files. A
-// removal that fails leaves an orphan that the next sweep removes.
+// removal that fails leaves an unlisted file that the next sweep removes.
 func (l *Log) freeSegment(s *segment, remove bool) {
 	if err := l.hc.Forget(s.h); err != nil {
 		l.log.V(1).Info("closing the read handle of a dropped segment failed", "segment", s.name, "err", err.Error())
@@ -373,43 +371,4 @@ func (l *Log) freeSegment(s *segment, remove bool) {
 			l.log.Info("removing a dropped segment's file failed; a later pass removes it", "file", p, "err", err.Error())
 		}
 	}
-}
-
-// sweepOrphans removes the segment files (any of the three) below first,
-// the base of this writer's first segment, except those of dropped segments
-// a reader still pins. The manifest this writer wrote last names no segment
-// below first, and no later owner reads an older one (see dropPrefix), so
-// they are orphans: of a drop that crashed or failed before its unlinks.
-// A stale listing only hides some until the next sweep.
-func (l *Log) sweepOrphans(first int64) {
-	entries, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		l.log.V(1).Info("listing for the orphan sweep failed", "err", err.Error())
-		return
-	}
-	l.removeOrphans(entries, first, l.retiredStems())
-}
-
-// removeOrphans removes the segment files in entries (a listing of the
-// partition directory), plain or cleaned, whose base offset is below first
-// and whose stem is not in keep. It returns how many it removed.
-func (l *Log) removeOrphans(entries []fs.DirEntry, first int64, keep map[string]bool) int {
-	n := 0
-	for _, e := range entries {
-		id, ok := parseAnySegmentFile(e.Name())
-		if !ok || id.base >= first || keep[id.stem()] {
-			continue
-		}
-		err := l.fsys.Remove(path.Join(l.dir, e.Name()))
-		switch {
-		case err == nil:
-			n++
-		case !errors.Is(err, fs.ErrNotExist):
-			l.log.Info("removing an orphan segment file failed; a later pass removes it", "file", e.Name(), "err", err.Error())
-		}
-	}
-	if n > 0 {
-		l.log.V(1).Info("removed orphan segment files below the log start", "files", n, "firstSegment", first)
-	}
-	return n
 }

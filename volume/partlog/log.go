@@ -200,6 +200,12 @@ type Log struct {
 	// segments from the front of segs. Lock order: retMu, then mu.
 	retMu sync.Mutex
 
+	// cleaning is set while a cleaning pass runs on this log, from before
+	// its first output is created until after its last manifest write:
+	// the unlisted-file sweep keeps this epoch's unnamed cleaned files
+	// meanwhile (unlisted.go).
+	cleaning atomic.Bool
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -395,8 +401,8 @@ func (l *Log) shouldRollLocked(n, lastDelta int64, now time.Time) bool {
 // durable), create the new segment files, fsync the directory, check the
 // fence, then write this epoch's manifest naming the sealed end and the new
 // segment. A crash before the manifest write leaves an unlisted empty segment
-// of the manifest's own epoch, which recovery ignores (it is re-created by
-// the next roll or Open).
+// of the manifest's own epoch, which recovery ignores and the next Open at a
+// higher epoch removes (at the same epoch the next roll re-creates it).
 //
 // A full volume before the manifest is replaced (writing the old segment's
 // index entries, creating the new files, writing the manifest's temp file)

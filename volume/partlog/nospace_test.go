@@ -67,7 +67,7 @@ func checkNoSpace(t *testing.T, l *Log, err error) {
 }
 
 // dirNames lists testDir.
-func dirNames(t *testing.T, fsys volume.FS) []string {
+func dirNames(t testing.TB, fsys volume.FS) []string {
 	t.Helper()
 	es, err := fsys.ReadDir(testDir)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"time"
 
@@ -22,10 +23,11 @@ const recoverChunk = 64 << 10
 //  1. read the fence; a higher epoch there means ErrFenced. Write cfg.Epoch
 //     to it, durably, before reading anything else, so a previous writer can
 //     no longer acknowledge writes (its next sync round sees the new fence);
-//  2. list the directory once (the temp sweep, recovery and the orphan sweep
-//     share the listing, and OpenListing hands it on); read the manifest
-//     with the highest writer epoch (or adopt segment files found without
-//     one) and trust its sealed segments without reading them;
+//  2. list the directory once (the temp sweep, recovery and the
+//     unlisted-file sweep share the listing, and OpenListing hands it on);
+//     read the manifest with the highest writer epoch (or adopt segment
+//     files found without one) and trust its sealed segments without
+//     reading them;
 //  3. recover the last segment from the manifest checkpoint forward only:
 //     validate each batch (length, magic, CRC-32C, offsets), truncate at the
 //     first torn or invalid one, rebuild the index entries after the
@@ -40,7 +42,9 @@ const recoverChunk = 64 << 10
 //     created, then one directory fsync), recording (cfg.Epoch, end offset)
 //     in the epoch history;
 //  5. write this epoch's manifest (manifest-e<epoch>.json), and only once it
-//     is durable remove the older ones.
+//     is durable remove the older ones;
+//  6. remove the segment files that manifest does not name and no owner
+//     can need (sweepUnlisted), if the fence is still ours.
 //
 // A brand-new partition (no fence, and nothing but temp files in the
 // listing) takes a lean path: there is no previous writer to stop, so the
@@ -74,13 +78,13 @@ func Open(fsys volume.FS, dir string, cfg Config, opts ...Option) (*Log, error) 
 		return nil, fmt.Errorf("open partition log %s: list: %w", dir, err)
 	}
 	entries = l.sweepTemps(entries)
-	if err := l.recover(prev, entries); err != nil {
-		l.closeHandles()
-		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
-	}
 	l.listing = make([]string, len(entries))
 	for i, e := range entries {
 		l.listing[i] = e.Name()
+	}
+	if err := l.recover(prev, entries); err != nil {
+		l.closeHandles()
+		return nil, fmt.Errorf("open partition log %s: %w", dir, err)
 	}
 	pool := cfg.SyncPool
 	if pool == nil {
@@ -379,14 +383,17 @@ func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
 		}
 	}
 	l.man = m.clone()
-	if dropped != nil {
-		l.removeSegmentFiles(dropped)
-	}
 	l.removeOldManifests(set.names)
-	// Segment files below the first segment are orphans of a drop (retention
-	// or DeleteRecords) that wrote its manifest and crashed or failed before
-	// removing them: re-drive the removal (see limits.go).
-	l.removeOrphans(entries, l.segs[0].base, nil)
+	// Re-drive every removal a crash or a fenced writer left undone, and
+	// remove the empty tail replaced above (its manifest entry is gone, so
+	// it is garbage like any other; named here in case the listing is
+	// stale).
+	names := l.listing
+	if dropped != nil {
+		logPath, indexPath, timePath := dropped.id().paths("")
+		names = append(slices.Clip(names), logPath, indexPath, timePath)
+	}
+	l.sweepUnlisted(names)
 
 	l.next = next
 	l.maxTS = noTS

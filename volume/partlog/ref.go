@@ -104,7 +104,7 @@ func (l *Log) unpinOnly(s *segment) {
 	l.refs.mu.Unlock()
 	if retired {
 		// Nobody can pin it again (it left l.segs): free it, and only then
-		// forget it, so that the orphan sweep leaves its files alone
+		// forget it, so that the unlisted-file sweep leaves its files alone
 		// until its handle is closed.
 		l.freeSegment(s, remove)
 		l.refs.mu.Lock()
@@ -131,7 +131,8 @@ func (l *Log) retire(s *segment, remove bool) (free bool) {
 }
 
 // retiredStems returns the stems of retired segments still pinned: their
-// files stay until the last unpin, and the orphan sweep leaves them alone.
+// files stay until the last unpin, and the unlisted-file sweep leaves them
+// alone.
 func (l *Log) retiredStems() map[string]bool {
 	l.refs.mu.Lock()
 	defer l.refs.mu.Unlock()

@@ -549,9 +549,9 @@ func TestRetentionAfterClose(t *testing.T) {
 	}
 }
 
-// TestOpenRemovesOrphans: segment files below the first segment of the
-// manifest (a drop that crashed before its unlinks, in any state) are
-// removed by Open; files at or above it are not.
+// TestOpenRemovesOrphans: segment files of a drop that crashed before its
+// unlinks (in any state: below the first segment, named by no manifest)
+// are removed by Open; the named ones are not.
 func TestOpenRemovesOrphans(t *testing.T) {
 	clk := newFakeClock()
 	fsys := newMemFS(t)
