@@ -94,9 +94,13 @@ const maxRoundBeats = 2 * time.Minute
 // of many partitions, a slow volume), and a broker busy with its work is
 // not dead. Without it, one CreateTopics of 100,000 partitions made the
 // controller miss its lease, and every broker in turn became controller
-// and moved partitions. These beats renew only what peers observe: this
-// broker's own serving lease (leaseHeld) is renewed by rounds alone, which
-// read the assignment after their beat.
+// and moved partitions. A beat also renews this broker's own serving lease
+// (leaseHeld) when the assignment's head, read after it, still names the
+// version the broker has read: it then knows it lost nothing since the
+// beat, as a round does by reading the assignment after its beat. A
+// changed head leaves the renewal to the round, which applies it; a round
+// stuck on reading a peer's heartbeat on a busy shared volume then no
+// longer stops this broker serving.
 func (e *Engine) beatThroughRound(ctx context.Context) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -116,6 +120,7 @@ func (e *Engine) beatThroughRound(ctx context.Context) (stop func()) {
 				e.log.Info("a cluster round has run for too long; no longer beating for it", "limit", maxRoundBeats)
 				return
 			}
+			beatAt := e.obs.Now()
 			if err := e.hb.Beat(); err != nil {
 				// The round's own beat reports (and acts on) what failed.
 				e.log.V(1).Info("heartbeat during a long round failed", "err", err.Error())
@@ -123,12 +128,27 @@ func (e *Engine) beatThroughRound(ctx context.Context) (stop func()) {
 				if errors.As(err, &supplanted) {
 					return
 				}
+				continue
+			}
+			if e.areader.HeadUnchanged() {
+				e.renewLease(beatAt)
 			}
 		}
 	}()
 	return func() {
 		close(done)
 		<-finished
+	}
+}
+
+// renewLease holds the serving lease from a beat at beatAt (observer
+// clock), unless a later beat renewed it already.
+func (e *Engine) renewLease(beatAt time.Duration) {
+	for {
+		cur := e.leaseFrom.Load()
+		if cur > int64(beatAt) || e.leaseFrom.CompareAndSwap(cur, int64(beatAt)+1) {
+			return
+		}
 	}
 }
 
@@ -268,7 +288,7 @@ func (e *Engine) clusterRound(ctx context.Context) bool {
 		// have lost until it knows whether it lost it. (Before it is
 		// applied, so that the partitions it opens find the lease held.)
 		if beatErr == nil {
-			e.leaseFrom.Store(int64(beatAt) + 1)
+			e.renewLease(beatAt)
 		}
 	})
 	return changedMembers

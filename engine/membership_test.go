@@ -309,3 +309,65 @@ func TestStalledBrokerStopsServingBeforeItsLeaseRunsOut(t *testing.T) {
 		t.Error("broker 1 never said it stopped serving for want of a heartbeat")
 	}
 }
+
+// TestBrokerStuckReadingAPeerKeepsServing: a round stuck reading another
+// broker's heartbeat (a busy shared volume) keeps this broker beating, and
+// since the assignment's head still names what it has read, each beat
+// renews its serving lease: it serves its partitions on, and the peer,
+// seeing the beats, takes nothing over.
+func TestBrokerStuckReadingAPeerKeepsServing(t *testing.T) {
+	ctx := safety(t)
+	mem := memfs.New()
+	var stalled atomic.Bool
+	release := make(chan struct{})
+	peer := "/" + cluster.BrokersDir + "/2"
+	fsys1 := faultfs.New(mem, func(op faultfs.Op) faultfs.Action {
+		if stalled.Load() && op.Kind == faultfs.OpOpen && strings.Contains(op.Path, peer) {
+			return faultfs.Stall(release)
+		}
+		return faultfs.Proceed
+	})
+	// A longer lease than startMember's: the test holds broker 1 to
+	// serving without a gap, which a loaded test machine must not break.
+	member := func(fsys volume.FS, id int32) *running {
+		return startWith(t, Config{FS: fsys, DataDir: testData, ClusterDir: testCluster, BrokerID: id,
+			HeartbeatInterval: 20 * time.Millisecond, Lease: time.Second})
+	}
+	e1, e2 := member(fsys1, 1), member(mem, 2)
+	const n = 8
+	if _, err := e1.CreateTopic(CreateTopicRequest{Name: "busy", Partitions: n}); err != nil {
+		t.Fatal(err)
+	}
+	var own []int32
+	poll(t, ctx, "both brokers serving", func() error {
+		var err error
+		if own, _, err = owners("busy", n, e1.Engine, e2.Engine); err != nil {
+			return err
+		}
+		if !slices.Contains(own, 1) {
+			return errors.New("broker 1 owns nothing yet")
+		}
+		// A change of the assignment still in flight would be the
+		// round's to apply: the renewal waits for it, rightly.
+		if !e1.areader.HeadUnchanged() {
+			return errors.New("broker 1 has not read the current assignment yet")
+		}
+		return nil
+	})
+	stalled.Store(true)
+	t.Cleanup(func() { close(release) })
+	// Three leases: without the renewal, broker 1 would stop serving after
+	// three quarters of one.
+	until := time.Now().Add(3 * e1.cfg.Lease)
+	for time.Now().Before(until) {
+		for p := range int32(n) {
+			if own[p] != 1 {
+				continue
+			}
+			if _, err := e1.Partition("busy", p); err != nil {
+				t.Fatalf("partition %d while broker 1's round is stuck on a peer's heartbeat: %v", p, err)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

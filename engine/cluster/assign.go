@@ -385,6 +385,20 @@ func (r *AssignmentReader) Read() (AssignmentUpdate, error) {
 	return up, nil
 }
 
+// HeadUnchanged reports whether the assignment's head still names the
+// version the last Read returned, without reading further or changing
+// what Read returns next. A cluster without a head (format 1) answers
+// false, as does a head that cannot be read.
+func (r *AssignmentReader) HeadUnchanged() bool {
+	head, err := ReadAssignmentHead(r.fsys, r.clusterDir)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur != nil && head.AssignmentVersion == r.cur.ID()
+}
+
 // changedBy lists what deltas change.
 func changedBy(ds []*AssignmentDelta) AssignmentUpdate {
 	var up AssignmentUpdate

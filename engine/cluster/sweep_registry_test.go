@@ -25,9 +25,13 @@ var readOnlyProcedures = map[string]func(fsys volume.FS) error{
 	"ReadHeartbeats":     func(fsys volume.FS) error { _, err := ReadHeartbeats(fsys, clusterDir); return err },
 	"ReadAssignment":     func(fsys volume.FS) error { _, err := ReadAssignment(fsys, clusterDir); return err },
 	"ReadAssignmentHead": func(fsys volume.FS) error { _, err := ReadAssignmentHead(fsys, clusterDir); return err },
-	"ReadAssignmentID":   func(fsys volume.FS) error { _, err := ReadAssignmentID(fsys, clusterDir); return err },
-	"LoadAssignment":     func(fsys volume.FS) error { _, _, err := LoadAssignment(fsys, clusterDir); return err },
-	"CurrentClaim":       func(fsys volume.FS) error { _, _, err := CurrentClaim(fsys, clusterDir); return err },
+	"AssignmentReader.HeadUnchanged": func(fsys volume.FS) error {
+		NewAssignmentReader(fsys, clusterDir).HeadUnchanged()
+		return nil
+	},
+	"ReadAssignmentID": func(fsys volume.FS) error { _, err := ReadAssignmentID(fsys, clusterDir); return err },
+	"LoadAssignment":   func(fsys volume.FS) error { _, _, err := LoadAssignment(fsys, clusterDir); return err },
+	"CurrentClaim":     func(fsys volume.FS) error { _, _, err := CurrentClaim(fsys, clusterDir); return err },
 	"NewHeartbeater": func(fsys volume.FS) error {
 		NewHeartbeater(fsys, clusterDir, Heartbeat{BrokerID: 2, Incarnation: "x"})
 		return nil
