@@ -11,6 +11,7 @@ import (
 
 	"github.com/kaas-dev/kaas/engine"
 	"github.com/kaas-dev/kaas/engine/datametrics"
+	"github.com/kaas-dev/kaas/volume/partlog"
 	"github.com/kaas-dev/kaas/wire"
 )
 
@@ -45,6 +46,7 @@ func newRegistry(srv *wire.Server, eng *engine.Engine, m metricsOptions, volOps 
 		eng.PartitionMetrics(m.maxTopicSeries),
 		eng.CoordinatorMetrics(m.maxGroupSeries, m.maxTopicSeries),
 		datametrics.NewVolumeSpace(volumes, volumeSpaceEvery, nil, nil),
+		datametrics.NewWriteSlots(partlog.DefaultWriteSlots()),
 	)
 	if r := eng.SyncRoundMetrics(); r != nil {
 		reg.MustRegister(r)
