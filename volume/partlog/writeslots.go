@@ -140,7 +140,8 @@ func (w *WriteSlots) handOffLocked() {
 
 // ReserveWrite waits until l may hold appends not yet fsynced: at once if
 // it holds a write slot (it has appends waiting for their round), else
-// until a slot is free or ctx ends (ErrNoWriteSlot). An append without a
+// until a slot is free or ctx ends (ErrNoWriteSlot); ErrClosed once l is
+// closed. An append without a
 // reservation still works: it takes a free slot or, if none is, goes over
 // the bound (counted in Overflows).
 func (l *Log) ReserveWrite(ctx context.Context) error {
@@ -152,6 +153,13 @@ func (l *Log) ReserveWrite(ctx context.Context) error {
 	}
 	if !l.slotHeld.CompareAndSwap(false, true) {
 		l.slots.release() // another append reserved meanwhile
+		return nil
+	}
+	if l.isClosed.Load() {
+		// Close may have given its slot back before this one was
+		// taken: give it back here (the swap makes it once).
+		l.releaseSlot()
+		return ErrClosed
 	}
 	return nil
 }

@@ -120,3 +120,19 @@ func TestWriteSlotsSetMax(t *testing.T) {
 		t.Fatalf("%+v, want 102 held", st)
 	}
 }
+
+// TestWriteSlotsClosedLog: a reservation on a closed log takes no slot for
+// good (Close gave the log's back already).
+func TestWriteSlotsClosedLog(t *testing.T) {
+	fsys := newMemFS(t)
+	slots := NewWriteSlots(1)
+	a := openSlotted(t, fsys, "a", slots)
+	mustAppend(t, a, batch(1, 10, 1))
+	mustClose(t, a)
+	if err := a.ReserveWrite(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("reservation on a closed log: %v, want ErrClosed", err)
+	}
+	if st := slots.Stats(); st.Held != 0 {
+		t.Fatalf("after a closed log's reservation: %+v, want none held", st)
+	}
+}
