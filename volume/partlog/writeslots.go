@@ -141,9 +141,8 @@ func (w *WriteSlots) handOffLocked() {
 // ReserveWrite waits until l may hold appends not yet fsynced: at once if
 // it holds a write slot (it has appends waiting for their round), else
 // until a slot is free or ctx ends (ErrNoWriteSlot); ErrClosed once l is
-// closed. An append without a
-// reservation still works: it takes a free slot or, if none is, goes over
-// the bound (counted in Overflows).
+// closed. An append without a reservation still works: it takes a free
+// slot or, if none is, goes over the bound (counted in Overflows).
 func (l *Log) ReserveWrite(ctx context.Context) error {
 	if l.slotHeld.Load() {
 		return nil
