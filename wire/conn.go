@@ -213,7 +213,7 @@ func (c *conn) readLoop() error {
 			return nil
 		default:
 		}
-		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
+		if err := c.readSize(sizeBuf[:]); err != nil {
 			return readError{err}
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
@@ -247,6 +247,29 @@ func (c *conn) readLoop() error {
 		}
 		if err := c.dispatch(frame, charge); err != nil {
 			return err
+		}
+	}
+}
+
+// readSize reads the next frame's size under the idle deadline. A client
+// that sends nothing while a request of its own is still unanswered (a
+// CreateTopics waiting for thousands of partitions, a long poll) is
+// waiting for kaas, not idle: its deadline starts again, as long as no byte
+// of the next frame has arrived.
+func (c *conn) readSize(buf []byte) error {
+	for {
+		n, err := io.ReadFull(c.nc, buf)
+		var ne net.Error
+		if err == nil || n > 0 || !errors.As(err, &ne) || !ne.Timeout() || c.held.Load() == 0 {
+			return err
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		// After the deadline, as in readLoop: stopReading's immediate
+		// deadline must not be replaced by this one.
+		select {
+		case <-c.stopping:
+			return err
+		default:
 		}
 	}
 }

@@ -346,3 +346,20 @@ func TestFetchAmplification(t *testing.T) {
 		}
 	})
 }
+
+// TestIdleTimeoutSparesAWaitingClient: a client with a request still
+// unanswered (a long poll here) is waiting for the broker, not idle: the
+// idle timeout closes its connection only once nothing is outstanding.
+func TestIdleTimeoutSparesAWaitingClient(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	b := startBroker(t, func(c *Config) { c.IdleTimeout = idle })
+	b.createTopic(t, "waits", 1, nil)
+	c := b.dial(t)
+	// A long poll of six idle timeouts on an empty partition.
+	p := c.fetch(fetchReq(12, "waits", 0, -1, int32(6*idle/time.Millisecond), 1))
+	if p.ErrorCode != 0 || len(p.RecordBatches) != 0 {
+		t.Fatalf("long poll answered code %d with %d bytes, want an empty answer", p.ErrorCode, len(p.RecordBatches))
+	}
+	// Nothing outstanding now: the idle timeout applies.
+	c.expectClosed()
+}
