@@ -19,6 +19,8 @@ func rec(key, value string) kv { return kv{key: []byte(key), value: []byte(value
 func tomb(key string) kv       { return kv{key: []byte(key)} }
 func keyless(value string) kv  { return kv{value: []byte(value)} }
 
+var testEncoder = records.AcquireEncoder()
+
 // spec describes a data batch at base; pid 0 means no producer.
 type spec struct {
 	base  int64
@@ -40,7 +42,16 @@ func (s spec) bytes() []byte {
 	if s.txn {
 		attrs = records.AttrTransactional
 	}
-	b := recordstest.Batch{Codec: s.codec, Attributes: attrs, Records: rs, FirstTS: s.ts, ProducerID: s.pid}.Bytes()
+	batch := recordstest.Batch{Codec: s.codec, Attributes: attrs, Records: rs, FirstTS: s.ts, ProducerID: s.pid}
+	if c := s.codec; c == recordstest.Gzip || c == recordstest.LZ4 || c == recordstest.Zstd {
+		// A pooled encoder: a fresh zstd or gzip compressor per batch
+		// would cost the model test most of its time.
+		var err error
+		if batch.Payload, err = testEncoder.Compress(nil, records.Codec(c.ID()), records.DefaultLevel, recordstest.EncodeRecords(rs)); err != nil {
+			panic(err)
+		}
+	}
+	b := batch.Bytes()
 	binary.BigEndian.PutUint64(b[records.OffBaseOffset:], uint64(s.base))
 	if s.pid > 0 {
 		binary.BigEndian.PutUint16(b[records.OffProducerEpoch:], uint16(s.epoch))
