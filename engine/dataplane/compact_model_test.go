@@ -532,27 +532,16 @@ func (c *compactModel) checkReadCommitted(cur []logBatch, present map[int64]bool
 }
 
 // checkReplay rebuilds producer state from the cleaned log as a reopen
-// does (an emptied marker sets only its epoch) and compares it with the
+// does (replayBatch, on the batches in memory) and compares it with the
 // live state: same epochs and last batches, and no transaction left open
 // that the live state has closed.
 func (c *compactModel) checkReplay(cur []logBatch, fail func(string, ...any)) {
 	rp := newProducerState()
+	r := memLog(c.log)
+	var buf []byte
 	for _, b := range cur {
-		h := b.h
-		switch {
-		case !h.IsControl():
-			rp.record(h, h.BaseOffset, h.LastOffset())
-		case len(b.recs) == 0:
-			if e := rp.m[h.ProducerID]; e == nil {
-				rp.put(h.ProducerID, newProducerEntry(h.ProducerEpoch))
-			} else if h.ProducerEpoch > e.Epoch {
-				e.setEpoch(h.ProducerEpoch)
-			}
-		default:
-			m := marker{pid: h.ProducerID, epoch: h.ProducerEpoch, commit: controlTypeOf(b.recs[0]) == controlCommit, offset: h.BaseOffset}
-			if first := rp.applyMarker(m); first >= 0 {
-				rp.completeTxn(m.pid, first)
-			}
+		if err := rp.replayBatch(b.h, r, &buf); err != nil {
+			fail("replay: %v", err)
 		}
 	}
 	for pid, e := range c.p.producers.m {
@@ -568,4 +557,17 @@ func (c *compactModel) checkReplay(cur []logBatch, fail func(string, ...any)) {
 			fail("replay: producer %d last batches %v, live %v", pid, r.Batches, e.Batches)
 		}
 	}
+}
+
+// memLog reads batches of a log in memory by base offset, as
+// partlog.Log.Read reads a whole batch.
+type memLog [][]byte
+
+func (l memLog) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
+	for _, b := range l {
+		if base(b) == offset {
+			return append(dst, b[:min(len(b), maxBytes)]...), nil
+		}
+	}
+	return dst, fmt.Errorf("no batch at offset %d", offset)
 }

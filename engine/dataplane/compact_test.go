@@ -508,3 +508,38 @@ func TestDropAborted(t *testing.T) {
 		t.Errorf("left %v", got)
 	}
 }
+
+// TestReplayEmptyControl: a control batch the cleaner emptied replays as
+// its producer's epoch only, without reading it; a marker it rewrote with
+// a horizon replays as the marker.
+func TestReplayEmptyControl(t *testing.T) {
+	ps := newProducerState()
+	var buf []byte
+	replay := func(b []byte) {
+		t.Helper()
+		h, err := storedBatch(base(b), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ps.replayBatch(h, memLog{b}, &buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replay(emptied(markerAt(3, 5, 2, false, 100)))
+	e := ps.m[5]
+	if e == nil || e.Epoch != 2 || !e.persisted() || e.TxnFirst != -1 || len(ps.aborted) != 0 {
+		t.Fatalf("new producer: %+v", e)
+	}
+	if _, _, err := checkEntry(e, partlog.BatchHeader{ProducerID: 5, ProducerEpoch: 1}); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Errorf("an older epoch is not fenced: %v", err)
+	}
+	replay(spec{base: 4, pid: 5, epoch: 2, txn: true, recs: []kv{rec("a", "1")}}.bytes())
+	replay(emptied(markerAt(5, 5, 3, true, 100)))
+	if e.Epoch != 3 || len(e.Batches) != 0 || e.TxnFirst != 4 {
+		t.Errorf("an empty marker ended a transaction or kept the old epoch: %+v", e)
+	}
+	replay(withHorizon(t, markerAt(6, 5, 3, false, 100), testNow))
+	if e.TxnFirst != -1 || len(ps.aborted) != 1 || ps.aborted[0] != (AbortedTxn{5, 4, 6}) {
+		t.Errorf("a marker with a horizon did not end the transaction: %+v %v", e, ps.aborted)
+	}
+}

@@ -169,6 +169,19 @@ func (ps *producerState) dropAborted(removed []AbortedTxn) int {
 	return n
 }
 
+// replayEmptyControl applies, on replay, a control batch the cleaner
+// emptied: its marker and its transaction's data are gone, and it stays
+// only to carry a live producer's epoch. It moves the producer to that
+// epoch with no transaction effect. The marker's coordinator epoch is
+// gone with it: the entry gets 0, the lowest, which fences no
+// coordinator but keeps the entry, and so its epoch's fencing, in the
+// state (an entry with neither batch nor marker counts as unknown).
+func (ps *producerState) replayEmptyControl(h partlog.BatchHeader) {
+	e := ps.markerEntry(h.ProducerID, h.ProducerEpoch)
+	e.CoordinatorEpoch = max(e.CoordinatorEpoch, 0)
+	e.LastTimestamp = h.MaxTimestamp
+}
+
 // LastRecords is, per live producer, the batch the log cleaner keeps for
 // it (LastRecord), as of now.
 func (p *Partition) LastRecords() map[int64]LastRecord {
