@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -555,6 +556,25 @@ func (c *compactModel) checkReplay(cur []logBatch, fail func(string, ...any)) {
 		}
 		if n := len(e.Batches); n > 0 && (len(r.Batches) == 0 || r.Batches[len(r.Batches)-1] != e.Batches[n-1]) {
 			fail("replay: producer %d last batches %v, live %v", pid, r.Batches, e.Batches)
+		}
+		// After a reopen: a retry of the last batch is a duplicate at its
+		// offsets, the next sequence is taken, an older epoch is fenced.
+		if n := len(e.Batches); n > 0 {
+			lb := e.Batches[n-1]
+			h := partlog.BatchHeader{ProducerID: pid, ProducerEpoch: e.Epoch, BaseSequence: lb.FirstSeq, LastOffsetDelta: int32(lb.LastOffset - lb.BaseOffset)}
+			if dup, isDup, err := checkEntry(r, h); !isDup || dup != lb || err != nil {
+				fail("replay: producer %d: retry of its last batch %+v: dup %v %+v, %v", pid, lb, isDup, dup, err)
+			}
+			h.BaseSequence, h.LastOffsetDelta = nextSeq(lb.LastSeq), 0
+			if _, isDup, err := checkEntry(r, h); isDup || err != nil {
+				fail("replay: producer %d: next sequence %d refused: %v", pid, h.BaseSequence, err)
+			}
+		}
+		if e.Epoch > 0 {
+			h := partlog.BatchHeader{ProducerID: pid, ProducerEpoch: e.Epoch - 1}
+			if _, _, err := checkEntry(r, h); !errors.Is(err, ErrInvalidProducerEpoch) {
+				fail("replay: producer %d: epoch %d not fenced: %v", pid, e.Epoch-1, err)
+			}
 		}
 	}
 }
