@@ -543,3 +543,31 @@ func TestReplayEmptyControl(t *testing.T) {
 		t.Errorf("a marker with a horizon did not end the transaction: %+v %v", e, ps.aborted)
 	}
 }
+
+// TestFilterNoAllocs: in steady state, the filter allocates nothing per
+// batch it copies, rewrites uncompressed or empties.
+func TestFilterNoAllocs(t *testing.T) {
+	batches := [][]byte{
+		spec{base: 0, recs: []kv{rec("a", "1"), rec("b", "1")}}.bytes(),
+		spec{base: 2, pid: 7, recs: []kv{rec("c", "1")}}.bytes(),
+		spec{base: 3, recs: []kv{rec("c", "2"), rec("d", "1")}}.bytes(),
+		spec{base: 5, recs: []kv{rec("a", "2")}}.bytes(),
+	}
+	m, res := mapOf(t, 1<<12, 0, 100, nil, batches...)
+	f := NewFilter(FilterConfig{MapEnd: res.End, End: 100, Now: testNow, DecodeLimit: 1 << 20}, m, nil, map[int64]LastRecord{7: {LastDataOffset: 2}})
+	defer f.Close()
+	dst := make([]byte, 0, 4096)
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, b := range batches {
+			if _, _, err := f.Batch(dst[:0], base(b), b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per pass over %d batches", allocs, len(batches))
+	}
+	if s := f.Stats(); s.Rewritten == 0 || s.Emptied == 0 || s.Copied == 0 {
+		t.Errorf("not every path ran: %+v", s)
+	}
+}
