@@ -268,6 +268,24 @@ type marker struct {
 	offset           int64
 }
 
+// markerEntry is the entry of a marker's producer, made if new (a marker
+// is never refused: it is in the log) and moved to the marker's epoch if
+// that is newer.
+func (ps *producerState) markerEntry(pid int64, epoch int16) *producerEntry {
+	e := ps.m[pid]
+	if e == nil {
+		_ = ps.makeRoom()
+		e = newProducerEntry(epoch)
+		ps.put(pid, e)
+		return e
+	}
+	if epoch > e.Epoch {
+		e.setEpoch(epoch)
+	}
+	ps.lru.touch(e)
+	return e
+}
+
 // applyMarker ends the producer's transaction with m (the caller checked
 // the epochs) and returns the ended transaction's first offset, -1 if it
 // had none here. An abort joins the aborted list. The transaction stays in
@@ -275,17 +293,7 @@ type marker struct {
 // completeTxn: the last stable offset must not pass a marker that is not
 // durable.
 func (ps *producerState) applyMarker(m marker) int64 {
-	e := ps.m[m.pid]
-	if e == nil {
-		_ = ps.makeRoom() // a marker is never refused: it is in the log
-		e = newProducerEntry(m.epoch)
-		ps.put(m.pid, e)
-	} else {
-		if m.epoch > e.Epoch {
-			e.setEpoch(m.epoch)
-		}
-		ps.lru.touch(e)
-	}
+	e := ps.markerEntry(m.pid, m.epoch)
 	e.CoordinatorEpoch = m.coordinatorEpoch
 	e.LastTimestamp = m.timestamp
 	e.Verified = -1
@@ -805,42 +813,57 @@ func (ps *producerState) replay(lg *partlog.Log, from int64) (int64, error) {
 			return nil
 		}
 		replayed++
-		if !h.IsControl() {
-			ps.record(h, h.BaseOffset, h.LastOffset())
-			return nil
-		}
-		if h.ProducerID < 0 {
-			return nil
-		}
-		var err error
-		buf, err = lg.Read(h.BaseOffset, int(h.Size()), buf[:0])
-		if err != nil {
-			return fmt.Errorf("read control batch at %d: %w", h.BaseOffset, err)
-		}
-		if int64(len(buf)) < h.Size() {
-			return fmt.Errorf("%w: control batch at %d: read %d of %d bytes", partlog.ErrCorruptLog, h.BaseOffset, len(buf), h.Size())
-		}
-		if _, err := partlog.ValidateBatch(buf[:h.Size()]); err != nil {
-			return fmt.Errorf("%w: control batch at %d: %v", partlog.ErrCorruptLog, h.BaseOffset, err)
-		}
-		typ, coordEpoch, ok := parseControlRecord(buf[:h.Size()])
-		if !ok {
-			return fmt.Errorf("%w: control batch at %d: malformed control record", partlog.ErrCorruptLog, h.BaseOffset)
-		}
-		if typ != controlAbort && typ != controlCommit {
-			return nil // not a transaction marker
-		}
-		m := marker{pid: h.ProducerID, epoch: h.ProducerEpoch, commit: typ == controlCommit,
-			coordinatorEpoch: coordEpoch, timestamp: h.MaxTimestamp, offset: h.BaseOffset}
-		if first := ps.applyMarker(m); first >= 0 {
-			ps.completeTxn(m.pid, first)
-		}
-		return nil
+		return ps.replayBatch(h, lg, &buf)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("replay producer state from %d: %w", from, err)
 	}
 	return replayed, nil
+}
+
+// batchReader reads a batch of a log (partlog.Log.Read).
+type batchReader interface {
+	Read(offset int64, maxBytes int, dst []byte) ([]byte, error)
+}
+
+// replayBatch applies one batch of the log, h its header; a control
+// batch's marker is read with r into *buf.
+func (ps *producerState) replayBatch(h partlog.BatchHeader, r batchReader, buf *[]byte) error {
+	if !h.IsControl() {
+		ps.record(h, h.BaseOffset, h.LastOffset())
+		return nil
+	}
+	if h.ProducerID < 0 {
+		return nil
+	}
+	if h.NumRecords == 0 {
+		ps.replayEmptyControl(h) // a marker the cleaner removed
+		return nil
+	}
+	b, err := r.Read(h.BaseOffset, int(h.Size()), (*buf)[:0])
+	*buf = b
+	if err != nil {
+		return fmt.Errorf("read control batch at %d: %w", h.BaseOffset, err)
+	}
+	if int64(len(b)) < h.Size() {
+		return fmt.Errorf("%w: control batch at %d: read %d of %d bytes", partlog.ErrCorruptLog, h.BaseOffset, len(b), h.Size())
+	}
+	if _, err := partlog.ValidateBatch(b[:h.Size()]); err != nil {
+		return fmt.Errorf("%w: control batch at %d: %v", partlog.ErrCorruptLog, h.BaseOffset, err)
+	}
+	typ, coordEpoch, ok := parseControlRecord(b[:h.Size()])
+	if !ok {
+		return fmt.Errorf("%w: control batch at %d: malformed control record", partlog.ErrCorruptLog, h.BaseOffset)
+	}
+	if typ != controlAbort && typ != controlCommit {
+		return nil // not a transaction marker
+	}
+	m := marker{pid: h.ProducerID, epoch: h.ProducerEpoch, commit: typ == controlCommit,
+		coordinatorEpoch: coordEpoch, timestamp: h.MaxTimestamp, offset: h.BaseOffset}
+	if first := ps.applyMarker(m); first >= 0 {
+		ps.completeTxn(m.pid, first)
+	}
+	return nil
 }
 
 // Transaction markers: a control batch (RecordBatch v2, attributes
