@@ -383,6 +383,7 @@ func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
 		}
 	}
 	l.man = m.clone()
+	l.cleanGen.Store(maxCleanedGen(m, l.listing, l.cfg.Epoch))
 	l.removeOldManifests(set.names)
 	// Re-drive every removal a crash or a fenced writer left undone, and
 	// remove the empty tail replaced above (its manifest entry is gone, so
