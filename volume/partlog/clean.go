@@ -597,18 +597,26 @@ func (l *Log) inputsAtLocked(inputs []*segment) int {
 // holding it, and publishes the durable one when everything is durable.
 // Otherwise the next sync round publishes it.
 func (l *Log) refreshMaxTSLocked() {
-	l.maxTS = noTS
-	for _, s := range l.segs {
-		if s.maxTS.ts > l.maxTS.ts {
-			l.maxTS = s.maxTS
-		}
-	}
+	l.maxTS = maxTSOf(l.segs)
 	d := l.durable.Load()
 	if d.hw == l.next && d.maxTS != l.maxTS {
 		nd := *d
 		nd.maxTS = l.maxTS
 		l.durable.CompareAndSwap(d, &nd)
 	}
+}
+
+// maxTSOf is the largest max timestamp mark of segs (the earliest on
+// ties). An empty segment holds no batch: a cleaned one keeps its inputs'
+// max timestamp for retention only.
+func maxTSOf(segs []*segment) tsMark {
+	m := noTS
+	for _, s := range segs {
+		if s.size > 0 && s.maxTS.ts > m.ts {
+			m = s.maxTS
+		}
+	}
+	return m
 }
 
 // RollIfQuiet rolls the active segment when it is not empty, wholly

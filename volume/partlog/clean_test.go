@@ -1126,35 +1126,40 @@ func TestCleanConcurrentReaders(t *testing.T) {
 
 // TestCleanMaxTimestamp: when cleaning removes the record holding the
 // log's largest timestamp, MaxTimestamp answers the largest one left, at
-// once and after a reopen.
+// once and after a reopen, and never one of a segment cleaning emptied
+// (which keeps its inputs' max timestamp for retention).
 func TestCleanMaxTimestamp(t *testing.T) {
-	clk := newFakeClock()
-	fsys := newMemFS(t)
-	l := mustOpen(t, fsys, retConfig(1, clk))
-	for _, b := range []struct {
-		ts  int64
-		key string
-	}{{5000, "a"}, {3000, "b"}, {2000, "a"}, {1000, "c"}} {
-		res := mustAppend(t, l, keyedBatch(rt.None, b.ts, b.key))
-		mustSync(t, l, res.LastOffset)
-		if rolled, err := l.RollIfQuiet(0); !rolled || err != nil { // one segment each
-			t.Fatalf("RollIfQuiet: %v, %v", rolled, err)
-		}
-	}
-	if off, ts, ok := l.MaxTimestamp(); !ok || off != 0 || ts != 5000 {
-		t.Fatalf("before: MaxTimestamp() = %d, %d, %v", off, ts, ok)
-	}
-	c := &testCleaner{groupBytes: 1 << 20}
-	if err := c.run(context.Background(), l, clk.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if off, ts, ok := l.MaxTimestamp(); !ok || off != 1 || ts != 3000 {
-		t.Errorf("after the pass: MaxTimestamp() = %d, %d, %v; want 1, 3000", off, ts, ok)
-	}
-	mustClose(t, l)
-	l = mustOpen(t, fsys, retConfig(2, clk))
-	defer l.Close()
-	if off, ts, ok := l.MaxTimestamp(); !ok || off != 1 || ts != 3000 {
-		t.Errorf("reopened: MaxTimestamp() = %d, %d, %v; want 1, 3000", off, ts, ok)
+	for _, groupBytes := range []int64{1, 1 << 20} { // empty outputs, or one
+		t.Run(fmt.Sprint(groupBytes), func(t *testing.T) {
+			clk := newFakeClock()
+			fsys := newMemFS(t)
+			l := mustOpen(t, fsys, retConfig(1, clk))
+			for _, b := range []struct {
+				ts  int64
+				key string
+			}{{5000, "a"}, {3000, "b"}, {4000, "d"}, {2000, "a"}, {1000, "c"}, {1500, "d"}} {
+				res := mustAppend(t, l, keyedBatch(rt.None, b.ts, b.key))
+				mustSync(t, l, res.LastOffset)
+				if rolled, err := l.RollIfQuiet(0); !rolled || err != nil { // one segment each
+					t.Fatalf("RollIfQuiet: %v, %v", rolled, err)
+				}
+			}
+			if off, ts, ok := l.MaxTimestamp(); !ok || off != 0 || ts != 5000 {
+				t.Fatalf("before: MaxTimestamp() = %d, %d, %v", off, ts, ok)
+			}
+			c := &testCleaner{groupBytes: groupBytes}
+			if err := c.run(context.Background(), l, clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if off, ts, ok := l.MaxTimestamp(); !ok || off != 1 || ts != 3000 {
+				t.Errorf("after the pass: MaxTimestamp() = %d, %d, %v; want 1, 3000", off, ts, ok)
+			}
+			mustClose(t, l)
+			l = mustOpen(t, fsys, retConfig(2, clk))
+			defer l.Close()
+			if off, ts, ok := l.MaxTimestamp(); !ok || off != 1 || ts != 3000 {
+				t.Errorf("reopened: MaxTimestamp() = %d, %d, %v; want 1, 3000", off, ts, ok)
+			}
+		})
 	}
 }
