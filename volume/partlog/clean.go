@@ -167,10 +167,11 @@ type SegmentSet struct {
 	buf  []byte
 }
 
-// PinSealed pins the segments holding offsets [from, to): each must be
-// sealed before the durable segment and wholly below the high watermark
-// (CleanablePlan's segments are), else the plan is stale and nothing is
-// pinned.
+// PinSealed pins the segments holding offsets [from, to), whole (a walk
+// starts at the first one's first batch, which may lie below from): each
+// must be sealed before the durable segment and wholly below the high
+// watermark (CleanablePlan's segments are), else the plan is stale and
+// nothing is pinned.
 func (l *Log) PinSealed(from, to int64) (*SegmentSet, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
@@ -594,10 +595,17 @@ func (l *Log) inputsAtLocked(inputs []*segment) int {
 
 // refreshMaxTSLocked recomputes the log's max timestamp mark from its
 // segments after a swap (l.mu held), which may have removed the batch
-// holding it, and publishes the durable one when everything is durable.
-// Otherwise the next sync round publishes it.
+// holding it, and publishes it.
 func (l *Log) refreshMaxTSLocked() {
 	l.maxTS = maxTSOf(l.segs)
+	l.maxTSGen.Add(1)
+	l.publishMaxTSLocked()
+}
+
+// publishMaxTSLocked makes l.maxTS the durable max timestamp mark when
+// everything appended is durable (l.mu held); otherwise the next sync
+// round publishes it with the rest.
+func (l *Log) publishMaxTSLocked() {
 	d := l.durable.Load()
 	if d.hw == l.next && d.maxTS != l.maxTS {
 		nd := *d

@@ -205,6 +205,10 @@ type Log struct {
 	// the unlisted-file sweep keeps this epoch's unnamed cleaned files
 	// meanwhile (unlisted.go).
 	cleaning atomic.Bool
+	// maxTSGen counts the recomputations of maxTS after swaps (changed
+	// under mu), so that a sync round that read maxTS before one does
+	// not publish the old mark last.
+	maxTSGen atomic.Uint64
 	// cleanGen is the highest cleaned generation of this epoch used or
 	// seen; a cleaned output takes the next one (NewCleanedWriter).
 	cleanGen atomic.Int64
