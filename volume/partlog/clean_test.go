@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path"
 	"slices"
 	"strings"
@@ -1159,6 +1160,126 @@ func TestCleanMaxTimestamp(t *testing.T) {
 			defer l.Close()
 			if off, ts, ok := l.MaxTimestamp(); !ok || off != 1 || ts != 3000 {
 				t.Errorf("reopened: MaxTimestamp() = %d, %d, %v; want 1, 3000", off, ts, ok)
+			}
+		})
+	}
+}
+
+// TestCleanRandomInterleavings runs random sequences of appends, syncs,
+// cleaning passes (random group sizes), DeleteRecords, clean reopens and
+// power losses, and checks after every reopen that every record read was
+// written, that for every key the latest acknowledged record (or a later
+// one of the key) is still there, and that no cleaned file is left
+// unnamed.
+func TestCleanRandomInterleavings(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 21))
+			clk := newFakeClock()
+			mem := newMemFS(t)
+			epoch := int32(1)
+			l := mustOpen(t, mem, cleanConfig(epoch, clk))
+			written := map[string]bool{}
+			acked := map[string]keyedRec{} // latest acknowledged record per key
+			var pending []keyedRec
+			ack := func() {
+				hw := l.HighWatermark()
+				keep := pending[:0]
+				for _, r := range pending {
+					if r.off >= hw {
+						keep = append(keep, r)
+					} else if r.off > acked[r.key].off || acked[r.key].key == "" {
+						acked[r.key] = r
+					}
+				}
+				pending = keep
+			}
+			check := func(when string) {
+				got := logRecords(t, l)
+				last := map[string]int64{}
+				for _, r := range got {
+					if !written[r.String()] {
+						t.Fatalf("%s: read %v, never written", when, r)
+					}
+					last[r.key] = r.off
+				}
+				for k, r := range acked {
+					if r.off >= l.LogStartOffset() {
+						if off, ok := last[k]; !ok || off < r.off {
+							t.Fatalf("%s: the latest acknowledged %v is gone (last of its key at %d, %v)", when, r, off, ok)
+						}
+					}
+				}
+				if got := cleanedFiles(t, mem); len(got) > 0 {
+					for _, n := range got {
+						if id, _ := parseAnySegmentFile(n); !slices.ContainsFunc(l.Segments(), func(s SegmentInfo) bool { return s.Gen == id.gen && s.Base == id.base && s.Epoch == id.epoch }) {
+							t.Fatalf("%s: unnamed cleaned file %s", when, n)
+						}
+					}
+				}
+			}
+			swaps := 0
+			for step := 0; step < 200; step++ {
+				switch r := rng.IntN(20); {
+				case r < 9:
+					var keys []string
+					for range 1 + rng.IntN(3) {
+						keys = append(keys, fmt.Sprintf("k%d", rng.IntN(6)))
+					}
+					off := l.LogEndOffset()
+					b := keyedBatch([]rt.Codec{rt.None, rt.Gzip}[rng.IntN(2)], 1000+off, keys...)
+					recs, err := recordsOf(b, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					res := mustAppend(t, l, b)
+					for _, rec := range recs {
+						rec.off += res.BaseOffset
+						written[rec.String()] = true
+						pending = append(pending, rec)
+					}
+				case r < 13:
+					mustSync(t, l, math.MaxInt64)
+					ack()
+				case r < 16:
+					c := &testCleaner{groupBytes: []int64{1, 700, 1 << 20}[rng.IntN(3)]}
+					if err := c.run(context.Background(), l, clk.Now()); err != nil {
+						t.Fatalf("step %d: clean: %v", step, err)
+					}
+					swaps += len(c.groups)
+					check(fmt.Sprintf("step %d, after a pass", step))
+				case r < 17:
+					if hw := l.HighWatermark(); hw > 0 {
+						if _, err := l.DeleteRecordsBefore(rng.Int64N(hw)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				default:
+					power := r < 19
+					if power {
+						mem = mem.CrashClone()
+						_ = l.Close()
+					} else {
+						mustClose(t, l)
+						ack()
+					}
+					if rng.IntN(2) == 0 {
+						epoch++
+					}
+					l = mustOpen(t, mem, cleanConfig(epoch, clk))
+					check(fmt.Sprintf("step %d, reopened at epoch %d (power loss %v)", step, epoch, power))
+					// What the reopened log holds is what later checks hold
+					// it to.
+					clear(acked)
+					for _, r := range logRecords(t, l) {
+						acked[r.key] = r
+					}
+					pending = nil
+				}
+			}
+			mustClose(t, l)
+			if swaps == 0 {
+				t.Fatal("no group was swapped")
 			}
 		})
 	}
