@@ -320,19 +320,11 @@ func (l *Log) dropPrefix(victims []*segment, newStart int64, why string) (remove
 	l.segs = slices.Clone(l.segs[k:])
 	l.mu.Unlock()
 
-	var free []*segment
-	for _, v := range victims {
-		if l.retire(v, remove) {
-			free = append(free, v)
-		}
-	}
-	for _, v := range free {
-		l.freeSegment(v, remove)
-	}
+	deferred := l.retireAll(victims, remove)
 	if k > 0 {
 		l.log.V(1).Info("dropped segments", "reason", why, "segments", k,
 			"first", victims[0].id().stem(), "logStartOffset", l.LogStartOffset(),
-			"filesRemoved", remove, "deferred", k-len(free))
+			"filesRemoved", remove, "deferred", deferred)
 	}
 	if !remove {
 		return false, l.fenceFailure(why, fenceErr)
@@ -353,6 +345,21 @@ func (l *Log) fenceFailure(why string, err error) error {
 	default:
 		return fmt.Errorf("%s: %w", why, err)
 	}
+}
+
+// retireAll retires segs, just gone from l.segs (see retire), frees those
+// no reader pins, and returns how many wait for their last unpin.
+func (l *Log) retireAll(segs []*segment, remove bool) (deferred int) {
+	var free []*segment
+	for _, s := range segs {
+		if l.retire(s, remove) {
+			free = append(free, s)
+		}
+	}
+	for _, s := range free {
+		l.freeSegment(s, remove)
+	}
+	return len(segs) - len(free)
 }
 
 // freeSegment closes a dropped segment's read handle (its only one: sealed

@@ -205,6 +205,13 @@ type Log struct {
 	// the unlisted-file sweep keeps this epoch's unnamed cleaned files
 	// meanwhile (unlisted.go).
 	cleaning atomic.Bool
+	// maxTSGen counts the recomputations of maxTS after swaps (changed
+	// under mu), so that a sync round that read maxTS before one does
+	// not publish the old mark last.
+	maxTSGen atomic.Uint64
+	// cleanGen is the highest cleaned generation of this epoch used or
+	// seen; a cleaned output takes the next one (NewCleanedWriter).
+	cleanGen atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -841,11 +848,17 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
 	l.mu.Lock()
 	segs := l.segs
 	l.mu.Unlock()
-	for _, s := range segs {
+	for i := 0; i < len(segs); i++ {
+		s := segs[i]
 		l.mu.Lock()
 		if s.gone {
+			// Dropped, or replaced by a cleaned segment, meanwhile: go on
+			// in the current list from the segment now holding s's
+			// offsets (a cleaned one holds a subset of what was searched).
+			segs = l.segs
+			i = max(sort.Search(len(segs), func(j int) bool { return segs[j].base > s.base })-1, 0) - 1
 			l.mu.Unlock()
-			continue // dropped meanwhile
+			continue
 		}
 		v := l.viewLocked(d, s)
 		segMax := s.maxTS.ts

@@ -30,6 +30,11 @@ type manifest struct {
 	// Checkpoint is a durable point in the last segment: recovery trusts
 	// everything before it and scans only after it.
 	Checkpoint checkpoint `json:"checkpoint"`
+	// CleanerOffset is the log cleaner's first dirty offset (Kafka's
+	// cleaner-offset checkpoint), written with the swap that made the
+	// offsets below it clean, so the two never disagree. Readers clamp it
+	// to the log's range.
+	CleanerOffset int64 `json:"cleanerOffset,omitempty"`
 }
 
 // manifestSegment describes one segment. Sealed segments are trusted as

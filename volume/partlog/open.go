@@ -383,6 +383,7 @@ func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
 		}
 	}
 	l.man = m.clone()
+	l.cleanGen.Store(maxCleanedGen(m, l.listing, l.cfg.Epoch))
 	l.removeOldManifests(set.names)
 	// Re-drive every removal a crash or a fenced writer left undone, and
 	// remove the empty tail replaced above (its manifest entry is gone, so
@@ -396,12 +397,7 @@ func (l *Log) recover(prevFence int32, entries []fs.DirEntry) error {
 	l.sweepUnlisted(names)
 
 	l.next = next
-	l.maxTS = noTS
-	for _, s := range l.segs {
-		if s.maxTS.ts > l.maxTS.ts {
-			l.maxTS = s.maxTS
-		}
-	}
+	l.maxTS = maxTSOf(l.segs)
 	l.durable.Store(&durableState{hw: next, seg: tail, pos: tail.size, maxTS: l.maxTS})
 	l.log.V(1).Info("opened partition log", "logStartOffset", m.LogStartOffset, "logEndOffset", next, "segments", len(l.segs))
 	return nil

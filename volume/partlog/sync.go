@@ -327,6 +327,7 @@ func (s *syncer) round(forceCheckpoint bool) error {
 	written := l.written.Load()
 	offsets, times, files := seg.offsets, seg.times, seg.files
 	segMax, logMax, firstAppend := seg.maxTS, l.maxTS, seg.firstAppend
+	maxTSGen := l.maxTSGen.Load()
 	l.mu.Unlock()
 
 	prev := l.durable.Load()
@@ -400,6 +401,13 @@ func (s *syncer) round(forceCheckpoint bool) error {
 		}
 	}
 	l.durable.Store(&durableState{hw: target, seg: seg, pos: pos, maxTS: logMax})
+	if l.maxTSGen.Load() != maxTSGen {
+		// A swap recomputed the max meanwhile: logMax may name a batch
+		// it removed.
+		l.mu.Lock()
+		l.publishMaxTSLocked()
+		l.mu.Unlock()
+	}
 	return nil
 }
 

@@ -348,42 +348,30 @@ func TestSweepUnlistedCrashConverges(t *testing.T) {
 				_ = workload(ffs, clk, acked)
 				return ffs, crashWorld{w, clk, acked}
 			}
-			count, _ := run(nil)
-			n := count.MutatingOps()
-			if n < 30 {
-				t.Fatalf("only %d mutating ops", n)
-			}
 			left := 0
-			for i := 0; i < n; i++ {
-				for _, after := range []bool{false, true} {
-					ffs, cw := run(faultfs.CrashAtMutating(i, after))
-					if !ffs.Crashed() {
-						t.Fatalf("op %d: the workload did not reach it", i)
-					}
-					what := fmt.Sprintf("crash at mutating op %d (after=%v)", i, after)
-					disk := cw.w.Crash().Host("b")
-					if len(unnamed(t, disk)) > 0 {
-						left++
-					}
-					l, err := Open(disk, testDir, retConfig(3, cw.clk))
-					if err != nil {
-						t.Fatalf("%s: Open: %v", what, err)
-					}
-					if got := unnamed(t, disk); len(got) != 0 {
-						t.Fatalf("%s: Open left unnamed segment files %v", what, got)
-					}
-					checkNoFilesBelow(t, disk, l.Segments()[0].Base)
-					got := batchesByBase(t, l)
-					for base, b := range cw.acked {
-						if h, _ := ParseBatchHeader(b); h.NextOffset() > l.LogStartOffset() && string(got[base]) != string(b) {
-							t.Fatalf("%s: acknowledged batch at %d lost or changed", what, base)
-						}
-					}
-					if err := l.Close(); err != nil {
-						t.Fatalf("%s: close: %v", what, err)
+			n := crashEachOp(t, 30, run, func(what string, cw crashWorld) {
+				disk := cw.w.Crash().Host("b")
+				if len(unnamed(t, disk)) > 0 {
+					left++
+				}
+				l, err := Open(disk, testDir, retConfig(3, cw.clk))
+				if err != nil {
+					t.Fatalf("%s: Open: %v", what, err)
+				}
+				if got := unnamed(t, disk); len(got) != 0 {
+					t.Fatalf("%s: Open left unnamed segment files %v", what, got)
+				}
+				checkNoFilesBelow(t, disk, l.Segments()[0].Base)
+				got := batchesByBase(t, l)
+				for base, b := range cw.acked {
+					if h, _ := ParseBatchHeader(b); h.NextOffset() > l.LogStartOffset() && string(got[base]) != string(b) {
+						t.Fatalf("%s: acknowledged batch at %d lost or changed", what, base)
 					}
 				}
-			}
+				if err := l.Close(); err != nil {
+					t.Fatalf("%s: close: %v", what, err)
+				}
+			})
 			// The sweep must have met files left for the next Open.
 			if left == 0 {
 				t.Fatal("no crash point left unnamed segment files")
@@ -398,4 +386,27 @@ type crashWorld struct {
 	w     crashtest.World
 	clk   *fakeClock
 	acked map[int64][]byte
+}
+
+// crashEachOp runs run once without a crash to count its mutating
+// operations (at least minOps), then once per operation with a crash
+// before and after it, and hands check each crashed run's world. It
+// returns the count.
+func crashEachOp(t *testing.T, minOps int, run func(faultfs.Injector) (*faultfs.FS, crashWorld), check func(what string, cw crashWorld)) int {
+	t.Helper()
+	count, _ := run(nil)
+	n := count.MutatingOps()
+	if n < minOps {
+		t.Fatalf("only %d mutating ops", n)
+	}
+	for i := 0; i < n; i++ {
+		for _, after := range []bool{false, true} {
+			ffs, cw := run(faultfs.CrashAtMutating(i, after))
+			if !ffs.Crashed() {
+				t.Fatalf("op %d: the workload did not reach it", i)
+			}
+			check(fmt.Sprintf("crash at mutating op %d (after=%v)", i, after), cw)
+		}
+	}
+	return n
 }
