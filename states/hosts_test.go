@@ -34,6 +34,14 @@ func (h *recordingHost) Load(_ context.Context, rec *states.Record) error { retu
 func (h *recordingHost) Serve(_ context.Context, rec *states.Record) error {
 	return h.note("serve", rec)
 }
+func (h *recordingHost) Plan(_ context.Context, rec *states.Record) error { return h.note("plan", rec) }
+func (h *recordingHost) Map(_ context.Context, rec *states.Record) error  { return h.note("map", rec) }
+func (h *recordingHost) Clean(_ context.Context, rec *states.Record) error {
+	return h.note("clean", rec)
+}
+func (h *recordingHost) Retire(_ context.Context, rec *states.Record) error {
+	return h.note("retire", rec)
+}
 func (h *recordingHost) Release(context.Context) error { return h.note("release", nil) }
 func (h *recordingHost) Forget(context.Context) error  { return h.note("forget", nil) }
 
@@ -50,6 +58,9 @@ var hostActions = map[string]func(fsys volume.FS, rec *states.Record, host *reco
 	},
 	states.DirectoryReclaim.Kind: func(fsys volume.FS, _ *states.Record, host *recordingHost) states.Actions {
 		return states.DirectoryReclaimActions(fsys, sweepData, sweepTopic, sweepTopicID, host)
+	},
+	states.SegmentCompact.Kind: func(_ volume.FS, rec *states.Record, host *recordingHost) states.Actions {
+		return states.SegmentCompactActions(rec, host)
 	},
 }
 

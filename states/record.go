@@ -34,6 +34,8 @@ type Record struct {
 	// recovery reads that writer's manifest even when a stale listing
 	// hides it.
 	FencedFrom *int32 `json:"fencedFrom,omitempty"`
+	// Compact is a segment-compact pass's progress.
+	Compact *CompactProgress `json:"compact,omitempty"`
 }
 
 // StatusDir is where records live under the cluster directory.

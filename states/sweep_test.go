@@ -65,6 +65,8 @@ type trial struct {
 	problems      []string
 	// coord is the coordinator-open workload's state (sweep_coordinator_test.go).
 	coord *coordTrial
+	// compact is the segment-compact workload's state (sweep_compact_test.go).
+	compact *compactTrial
 }
 
 func newTrial() *trial {
@@ -83,6 +85,7 @@ func (tr *trial) closeAll() {
 		tr.zombie = nil
 	}
 	tr.coord.closeAll()
+	tr.compact.closeAll()
 }
 
 // Host names: setup prepares the volume (the previous owner, for a

@@ -212,4 +212,4 @@ func syncBoth(fsys volume.FS, src, dst string) error {
 }
 
 // Machines lists every named machine, so that crash sweeps cover each one.
-var Machines = []Definition{PartitionOpen, TopicDelete, CoordinatorOpen, DirectoryReclaim}
+var Machines = []Definition{PartitionOpen, TopicDelete, CoordinatorOpen, DirectoryReclaim, SegmentCompact}
