@@ -22,7 +22,10 @@ import (
 )
 
 func init() {
-	sweepScenarios[states.SegmentCompact.Kind] = []sweepScenario{compactScenario()}
+	sweepScenarios[states.SegmentCompact.Kind] = []sweepScenario{
+		compactScenario("pass", setupCompacted),
+		compactScenario("zombie", setupCompactZombie),
+	}
 }
 
 const (
@@ -42,6 +45,15 @@ type compactTrial struct {
 	latest map[string]compactRec
 	end    int64 // the setup's log end: the whole of it is cleanable
 	logs   []*partlog.Log
+	// zombie is the previous owner's pass, its first group written and
+	// pinned but not swapped (zombie scenario), until it tries the swap.
+	zombie *zombiePass
+}
+
+type zombiePass struct {
+	log *partlog.Log
+	set *partlog.SegmentSet
+	out *partlog.CleanedWriter
 }
 
 type compactRec struct {
@@ -57,6 +69,11 @@ func (c *compactTrial) closeAll() {
 		_ = lg.Close()
 	}
 	c.logs = nil
+	if c.zombie != nil {
+		c.zombie.set.Release()
+		_ = c.zombie.log.Close()
+		c.zombie = nil
+	}
 }
 
 func compactDir() string { return states.PartitionDir(sweepData, sweepTopic, 0) }
@@ -92,6 +109,14 @@ func openAboveFence(fsys volume.FS) (*partlog.Log, error) {
 // some in gzip batches, and k5's latest record a tombstone.
 func setupCompacted(t *testing.T, fsys volume.FS, tr *trial) {
 	t.Helper()
+	if err := fillCompacted(t, fsys, tr).Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fillCompacted is setupCompacted's log, left open.
+func fillCompacted(t *testing.T, fsys volume.FS, tr *trial) *partlog.Log {
+	t.Helper()
 	if err := volume.MkdirAllSync(fsys, compactDir()); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +124,6 @@ func setupCompacted(t *testing.T, fsys volume.FS, tr *trial) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lg.Close()
 	ct := &compactTrial{latest: map[string]compactRec{}}
 	tr.compact = ct
 	ts := sweepNow().UnixMilli()
@@ -131,15 +155,75 @@ func setupCompacted(t *testing.T, fsys volume.FS, tr *trial) {
 	if _, ok := ct.latest["k5"]; !ok || ct.latest["k5"].val != nil {
 		t.Fatalf("setup: k5's latest record is not a tombstone: %+v", ct.latest["k5"])
 	}
+	return lg
 }
 
-func compactScenario() sweepScenario {
+// setupCompactZombie leaves the previous owner (epoch 1, on the setup
+// host) mid-pass: its record at mapped, its first group's cleaned segment
+// written and durable but not swapped, the log still open. The new owner
+// resumes the record at pending; once its open has claimed the fence,
+// the zombie tries its swap, which must fail and change nothing.
+func setupCompactZombie(t *testing.T, fsys volume.FS, tr *trial) {
+	t.Helper()
+	lg := fillCompacted(t, fsys, tr)
+	// The new process's log is rolled at open: seal this one's tail the
+	// same way, so the zombie's plan covers every batch.
+	if _, err := lg.RollIfQuiet(0); err != nil {
+		t.Fatal(err)
+	}
+	def := states.SegmentCompact
+	rec := def.NewRecord(states.PartitionObject(sweepTopic, 0), sweepTopicID, hostSetup, sweepNow())
+	h := &compactHost{fsys: fsys, ct: tr.compact, log: lg}
+	ctx := context.Background()
+	if err := h.Plan(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Map(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.Epoch = "mapped", lg.Epoch()
+	if err := states.Save(fsys, sweepCluster, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.BeginClean(); err != nil {
+		t.Fatal(err)
+	}
+	f := h.filter()
+	defer f.Close()
+	groups := h.plan.Groups(compactGroupBytes, h.mapEnd)
+	if len(groups) < 2 {
+		t.Fatalf("zombie's plan has %d groups, want several", len(groups))
+	}
+	set, out, err := writeGroup(ctx, lg, f, groups[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.compact.zombie = &zombiePass{log: lg, set: set, out: out}
+}
+
+// zombieSwap lets the previous owner, if any, try its swap now that the
+// fence names a newer epoch; any outcome but ErrFenced is a problem.
+func (c *compactTrial) zombieSwap(tr *trial) {
+	z := c.zombie
+	if z == nil {
+		return
+	}
+	c.zombie = nil
+	err := z.log.SwapCleaned(z.set, z.out, -1)
+	z.set.Release()
+	_ = z.log.Close()
+	if !errors.Is(err, partlog.ErrFenced) {
+		tr.problems = append(tr.problems, fmt.Sprintf("zombie's swap after the new owner's open: %v, want ErrFenced", err))
+	}
+}
+
+func compactScenario(variant string, setup func(*testing.T, volume.FS, *trial)) sweepScenario {
 	return sweepScenario{
-		variant: "pass",
+		variant: variant,
 		object:  states.PartitionObject(sweepTopic, 0),
-		setup:   setupCompacted,
+		setup:   setup,
 		bind: func(fsys volume.FS, rec *states.Record, tr *trial) *run {
-			h := &compactHost{fsys: fsys, ct: tr.compact, save: saver(fsys)}
+			h := &compactHost{fsys: fsys, tr: tr, ct: tr.compact, save: saver(fsys)}
 			return &run{acts: states.SegmentCompactActions(rec, h)}
 		},
 		check: checkCompacted,
@@ -153,6 +237,7 @@ func compactScenario() sweepScenario {
 // until their horizon).
 type compactHost struct {
 	fsys volume.FS
+	tr   *trial
 	ct   *compactTrial
 	save func(*states.Record) error
 
@@ -174,6 +259,7 @@ func (h *compactHost) open(rec *states.Record) (*partlog.Log, error) {
 	}
 	h.ct.logs = append(h.ct.logs, lg)
 	h.log, rec.Epoch = lg, lg.Epoch()
+	h.ct.zombieSwap(h.tr)
 	return lg, nil
 }
 
@@ -240,8 +326,7 @@ func (h *compactHost) Clean(ctx context.Context, rec *states.Record) error {
 		return err
 	}
 	defer lg.EndClean()
-	f := dataplane.NewFilter(dataplane.FilterConfig{MapEnd: h.mapEnd, End: h.plan.FirstUncleanable,
-		Now: sweepNow().UnixMilli(), DeleteRetentionMs: compactRetention.Milliseconds(), DecodeLimit: 1 << 26}, h.m, nil, nil)
+	f := h.filter()
 	defer f.Close()
 	groups := h.plan.Groups(compactGroupBytes, h.mapEnd)
 	rec.Compact.GroupsPlanned = len(groups)
@@ -268,17 +353,43 @@ func (h *compactHost) Clean(ctx context.Context, rec *states.Record) error {
 	return nil
 }
 
+// filter is the pass's filter over its map: no transactions, no live
+// producers, tombstones kept for compactRetention.
+func (h *compactHost) filter() *dataplane.Filter {
+	return dataplane.NewFilter(dataplane.FilterConfig{MapEnd: h.mapEnd, End: h.plan.FirstUncleanable,
+		Now: sweepNow().UnixMilli(), DeleteRetentionMs: compactRetention.Milliseconds(), DecodeLimit: 1 << 26}, h.m, nil, nil)
+}
+
 // cleanGroup writes g's cleaned segment through f and swaps it in; it
 // returns the output's generation.
 func cleanGroup(ctx context.Context, lg *partlog.Log, f *dataplane.Filter, g []partlog.SegmentInfo, cleanerOffset int64) (int64, error) {
-	set, err := lg.PinSealed(g[0].Base, g[len(g)-1].EndOffset)
+	set, w, err := writeGroup(ctx, lg, f, g)
 	if err != nil {
 		return 0, err
 	}
 	defer set.Release()
+	if err := lg.SwapCleaned(set, w, cleanerOffset); err != nil {
+		return 0, err
+	}
+	for _, s := range lg.Segments() {
+		if s.Base == g[0].Base {
+			return s.Gen, nil
+		}
+	}
+	return 0, fmt.Errorf("cleaned segment at %d not in the log after its swap", g[0].Base)
+}
+
+// writeGroup pins g and writes its cleaned segment through f, finished;
+// the caller swaps it and releases the set.
+func writeGroup(ctx context.Context, lg *partlog.Log, f *dataplane.Filter, g []partlog.SegmentInfo) (*partlog.SegmentSet, *partlog.CleanedWriter, error) {
+	set, err := lg.PinSealed(g[0].Base, g[len(g)-1].EndOffset)
+	if err != nil {
+		return nil, nil, err
+	}
 	w, err := lg.NewCleanedWriter(g[0].Base)
 	if err != nil {
-		return 0, err
+		set.Release()
+		return nil, nil, err
 	}
 	var buf []byte
 	err = set.Walk(ctx, nil, func(b []byte) error {
@@ -294,17 +405,10 @@ func cleanGroup(ctx context.Context, lg *partlog.Log, f *dataplane.Filter, g []p
 	}
 	if err != nil {
 		w.Abort()
-		return 0, err
+		set.Release()
+		return nil, nil, err
 	}
-	if err := lg.SwapCleaned(set, w, cleanerOffset); err != nil {
-		return 0, err
-	}
-	for _, s := range lg.Segments() {
-		if s.Base == g[0].Base {
-			return s.Gen, nil
-		}
-	}
-	return 0, fmt.Errorf("cleaned segment at %d not in the log after its swap", g[0].Base)
+	return set, w, nil
 }
 
 func (h *compactHost) Retire(ctx context.Context, rec *states.Record) error {
