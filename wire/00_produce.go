@@ -170,6 +170,7 @@ func handleProduce(c *conn, kreq kmsg.Request, r *reply) {
 				}
 			}
 			if err != nil {
+				part.ReleaseReserved()
 				setErr(err)
 				continue
 			}

@@ -133,6 +133,7 @@ func (p *Partition) AppendChecked(c partlog.Checked) (lastOffset int64, res Prod
 			return 0, res, err
 		}
 		if isDup {
+			p.log.ReleaseReserved() // nothing appended: no round follows
 			return dup.LastOffset, ProduceResult{BaseOffset: dup.BaseOffset, LogStartOffset: p.log.LogStartOffset()}, nil
 		}
 		if err := checkTxn(e, h); err != nil {
@@ -232,6 +233,10 @@ func (p *Partition) Sync(ctx context.Context, offset int64) error {
 func (p *Partition) ReserveWrite(ctx context.Context) error {
 	return p.log.ReserveWrite(ctx)
 }
+
+// ReleaseReserved gives back the write slot a ReserveWrite took for an
+// append that was not made (partlog.Log.ReleaseReserved).
+func (p *Partition) ReleaseReserved() { p.log.ReleaseReserved() }
 
 // SyncLater is Sync in two halves (partlog.Log.SyncLater): the round is
 // asked for now; PendingSync.Wait waits for it and does what Sync does

@@ -358,7 +358,6 @@ func (s *syncer) round(forceCheckpoint bool) error {
 		}
 		s.fsynced.seg, s.fsynced.pos = seg, pos
 		l.synced.Store(written)
-		l.releaseSlotIfClean(written)
 		if obs != nil {
 			r.Synced, r.Fsync, r.Bytes = true, l.cfg.Now().Sub(t0), pos
 			if seg == prev.seg {
@@ -366,6 +365,10 @@ func (s *syncer) round(forceCheckpoint bool) error {
 			}
 		}
 	}
+	// Clean now (this round's fsync, or an earlier one's, covers every
+	// append it counted): the write slot goes back, whatever the fence
+	// check says (a fenced log appends nothing more).
+	l.releaseSlotIfClean(written)
 	if !l.opts.skipFenceRecheck {
 		if obs != nil {
 			t0 = l.cfg.Now()

@@ -177,12 +177,32 @@ func (l *Log) takeSlotLocked() {
 	l.slotHeld.Store(true)
 }
 
-// releaseSlotIfClean gives l's slot back if nothing was appended since the
-// round that counted written appends made them durable.
+// releaseSlotIfClean gives l's slot back at the end of a round whose
+// snapshot counted written appends, if they are all durable and nothing
+// was appended since.
 func (l *Log) releaseSlotIfClean(written uint64) {
+	if !l.slotHeld.Load() {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.written.Load() == written && l.slotHeld.CompareAndSwap(true, false) {
+	if l.written.Load() == written && l.synced.Load() == written && l.slotHeld.CompareAndSwap(true, false) {
+		l.slots.release()
+	}
+}
+
+// ReleaseReserved gives back the slot a ReserveWrite took for an append
+// that was not made (refused, or a retry answered from producer state), so
+// that a client sending bad batches to many partitions cannot hold their
+// slots: l keeps its slot only while it has appends not yet durable, whose
+// round gives it back.
+func (l *Log) ReleaseReserved() {
+	if !l.slotHeld.Load() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.written.Load() == l.synced.Load() && l.slotHeld.CompareAndSwap(true, false) {
 		l.slots.release()
 	}
 }

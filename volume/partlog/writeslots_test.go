@@ -3,6 +3,7 @@ package partlog
 import (
 	"context"
 	"errors"
+	"math"
 	"path"
 	"runtime"
 	"testing"
@@ -134,5 +135,44 @@ func TestWriteSlotsClosedLog(t *testing.T) {
 	}
 	if st := slots.Stats(); st.Held != 0 {
 		t.Fatalf("after a closed log's reservation: %+v, want none held", st)
+	}
+}
+
+// TestWriteSlotsReleaseReserved: a reservation whose append was not made
+// (refused, or a retry answered from producer state) gives its slot back,
+// and a round with nothing to fsync frees a slot held by a clean log; a
+// log with appends not yet durable keeps its slot.
+func TestWriteSlotsReleaseReserved(t *testing.T) {
+	fsys := newMemFS(t)
+	slots := NewWriteSlots(1)
+	a := openSlotted(t, fsys, "a", slots)
+	if err := a.ReserveWrite(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.ReleaseReserved()
+	if st := slots.Stats(); st.Held != 0 {
+		t.Fatalf("after a reservation given back unused: %+v, want none held", st)
+	}
+
+	res := mustAppend(t, a, batch(1, 10, 1))
+	a.ReleaseReserved() // the append is not durable yet: kept
+	if st := slots.Stats(); st.Held != 1 {
+		t.Fatalf("with an append waiting for its round: %+v, want 1 held", st)
+	}
+	mustSync(t, a, res.LastOffset)
+	if st := slots.Stats(); st.Held != 0 {
+		t.Fatalf("after the round: %+v, want none held", st)
+	}
+
+	// A reservation followed by a round that has nothing to fsync.
+	if err := a.ReserveWrite(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(context.Background(), math.MaxInt64); err != nil {
+		t.Fatal(err)
+	}
+	a.ReleaseReserved()
+	if st := slots.Stats(); st.Held != 0 {
+		t.Fatalf("after a round with nothing to fsync and a release: %+v, want none held", st)
 	}
 }
