@@ -154,6 +154,33 @@ func (c *chaosCluster) ownerOf(ctx context.Context, p int32) (*Broker, int) {
 	return nil, -1
 }
 
+// ownerNotController returns a broker that owns a partition and is not the
+// controller.
+func (c *chaosCluster) ownerNotController(ctx context.Context) (*Broker, int) {
+	GinkgoHelper()
+	var found *Broker
+	idx := -1
+	Eventually(func() error {
+		_, own, controller, err := clusterMetadata(ctx, c.brokers[0], []string{c.topic})
+		if err != nil {
+			return err
+		}
+		for _, o := range own {
+			if o.leader <= 0 || o.leader == controller {
+				continue
+			}
+			for i, b := range c.brokers {
+				if int32(b.ID) == o.leader {
+					found, idx = b, i
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("every owned partition is the controller's (%d)", controller)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	return found, idx
+}
+
 // powerCut is a host crash: the broker is frozen, its host loses what it
 // had not synced, then the broker dies.
 func (c *chaosCluster) powerCut(i int) {
@@ -474,9 +501,20 @@ func t9PowerCuts(ctx context.Context, c *chaosCluster) {
 // the lease (an NFS server that stops answering that client), so that
 // another broker takes over while writes are stuck in fsync; then fails one
 // segment fsync with EIO.
+//
+// The negative control stalls an owner that is not the controller, twice: a
+// stalled controller cannot reassign while its own renames hang, so nobody
+// takes over, and there is no zombie write for the checker to catch.
 func t12Stalls(ctx context.Context, c *chaosCluster) {
-	for r := range c.rounds(2) {
+	rounds := c.rounds(2)
+	if c.negative {
+		rounds = 2
+	}
+	for r := range rounds {
 		b, i := c.ownerOf(ctx, int32(r%chaosPartitions))
+		if c.negative {
+			b, i = c.ownerNotController(ctx)
+		}
 		By(fmt.Sprintf("round %d: stall broker %d's storage for 3 leases", r+1, b.ID))
 		stall := (3 * chaosLease).String()
 		c.floor.SetFaults(i, "Sync:*:STALL="+stall+":0,SyncDir:*:STALL="+stall+":0,Rename:*:STALL="+stall+":0")
