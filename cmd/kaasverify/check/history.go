@@ -1,9 +1,8 @@
 // Package check is kaasverify's history model and its "nothing lost"
 // checks (L1–L9 of the kaas fault model, C1–C3 in L1's place on compacted
-// topics): a history is a sequence of events
-// written as JSON lines, one event per line, which a load tool, a test or a
-// fault injector can append to; Check reads nothing but that history and is
-// deterministic.
+// topics): a history is a sequence of events written as JSON lines, one
+// event per line, which a load tool, a test or a fault injector can append
+// to; Check reads nothing but that history and is deterministic.
 package check
 
 import (
