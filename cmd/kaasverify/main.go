@@ -6,14 +6,18 @@
 // the history: nothing acknowledged lost, nothing duplicated, no offset
 // with two values, no failed write visible, consumers never going back or
 // skipping, high watermarks never going down, producer IDs never reissued
-// (L1–L9 of the kaas fault model). "check" re-checks a history, which may
-// have been extended by other tools (fault events, say).
+// (L1–L9 of the kaas fault model; C1–C3 replace L1 on compacted topics).
+// "check" re-checks a history, which may have been extended by other tools
+// (fault events, say).
 //
 // Usage:
 //
 //	kaasverify run --brokers 127.0.0.1:9092,127.0.0.1:9093 --topic T --create \
 //	    --topics 2 --partitions 6 --producers 8 --rate 5000 --value-size 100 \
 //	    --consumers 4 --duration 600s --history h.jsonl --report report.json
+//	kaasverify run --brokers 127.0.0.1:9092 --topic C --create --compacted \
+//	    --keys 50 --tombstone-every 10 --topic-config segment.ms=100 \
+//	    --topic-config min.cleanable.dirty.ratio=0.01 --duration 300s --history h.jsonl
 //	kaasverify check --history h.jsonl [--report report.json] [--json]
 //
 // run stops producing when --duration elapses, --records are sent or on
@@ -29,6 +33,18 @@
 // space; a value read back with damaged padding or from another partition
 // than its key names is recorded with a "!corrupt" or "!misplaced" suffix,
 // so that it contradicts its acknowledgement (L1, L3).
+//
+// With --compacted each record's key is instead "k<n>", n drawn at random
+// from --keys, and every --tombstone-every-th send of a producer to a
+// partition is a tombstone (null value) for a random key. Every record carries a header
+// "kaasverify-tp" naming its partition; a tombstone carries its id in a
+// header "kaasverify-id". The history records each record's key and
+// tombstone flag and, first, a "topic" event per topic with the cleanup
+// policy the broker describes (or the one asked for): compacted topics
+// are checked by C1–C3 (the latest acknowledged write of every key
+// survives, a tombstoned key never comes back, the log is sparse but
+// stable) instead of L1. --topic-config key=value (repeatable) sets the
+// configs --create creates the topics with.
 //
 // The history is written as the run goes (whole lines per write, so a
 // fault injector may append its own "fault" lines to the same file with
@@ -87,6 +103,38 @@ type config struct {
 	FinalTimeout    time.Duration `json:"final_timeout_ns"`
 	Progress        time.Duration `json:"progress_ns"`
 	RunID           string        `json:"run_id"`
+	// Compacted mode: keyed records and tombstones on compacted topics.
+	Compacted      bool              `json:"compacted"`
+	Keys           int               `json:"keys"`
+	TombstoneEvery int               `json:"tombstone_every"`
+	TopicConfig    map[string]string `json:"topic_config,omitempty"`
+}
+
+// cleanupPolicy is the cleanup.policy the run asks for when it creates
+// its topics ("" when it leaves the broker's default).
+func (c config) cleanupPolicy() string {
+	if p, ok := c.TopicConfig["cleanup.policy"]; ok {
+		return p
+	}
+	if c.Compacted {
+		return "compact"
+	}
+	return ""
+}
+
+// createConfigs is the topic configs the run creates its topics with.
+func (c config) createConfigs() map[string]*string {
+	m := map[string]*string{}
+	for k, v := range c.TopicConfig {
+		m[k] = &v
+	}
+	if p := c.cleanupPolicy(); p != "" {
+		m["cleanup.policy"] = &p
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // topicNames returns the topics of the run: Topic itself, or Topic-0 ...
@@ -139,6 +187,20 @@ func parseRunFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 60*time.Second, "on stop, wait this long for in-flight produce outcomes")
 	fs.DurationVar(&cfg.FinalTimeout, "final-timeout", 2*time.Minute, "deadline for the final read")
 	fs.DurationVar(&cfg.Progress, "progress", 10*time.Second, "print progress to stderr this often (0 = never)")
+	fs.BoolVar(&cfg.Compacted, "compacted", false, "compacted mode: keyed records (key k<n> of --keys) and tombstones, checked by C1–C3 instead of L1; --create makes the topics cleanup.policy=compact")
+	fs.IntVar(&cfg.Keys, "keys", 100, "compacted mode: keys per partition, each record's key drawn at random")
+	fs.IntVar(&cfg.TombstoneEvery, "tombstone-every", 10, "compacted mode: every M-th send of a producer to a partition is a tombstone (null value) for a random key (0 = none)")
+	fs.Func("topic-config", "with --create, a topic config `key=value` to create the topics with (repeatable), say segment.ms=100", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want key=value, got %q", kv)
+		}
+		if cfg.TopicConfig == nil {
+			cfg.TopicConfig = map[string]string{}
+		}
+		cfg.TopicConfig[k] = v
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: kaasverify run --brokers host:port,... --history FILE [flags]")
 		fs.PrintDefaults()
@@ -175,6 +237,9 @@ func parseRunFlags(args []string, stderr io.Writer) (config, error) {
 	add(cfg.Records < 0, "--records must be >= 0")
 	add(cfg.ValueSize < 0 || cfg.ValueSize > 16<<20, "--value-size must be within [0, 16MiB]")
 	add(cfg.MaxBuffered < 1, "--max-buffered-records must be >= 1")
+	add(cfg.Keys < 1, "--keys must be >= 1")
+	add(cfg.TombstoneEvery < 0, "--tombstone-every must be >= 0")
+	add(cfg.TombstoneEvery == 1, "--tombstone-every 1 would send nothing but tombstones")
 	add(cfg.Duration < 0 || cfg.PIDsEvery < 0 || cfg.HWMEvery < 0 || cfg.CommitsEvery < 0 || cfg.Linger < 0 || cfg.Progress < 0,
 		"durations must be >= 0")
 	add(cfg.DeliveryTimeout <= 0 || cfg.DrainTimeout <= 0 || cfg.FinalTimeout <= 0,

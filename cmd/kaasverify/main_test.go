@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,6 +40,21 @@ func TestParseRunFlags(t *testing.T) {
 		}},
 		{name: "bad", args: []string{"--brokers", "b:1", "--history", "h", "--producers", "0", "--rate", "-1"}, wantErr: "--producers"},
 		{name: "stray", args: []string{"--brokers", "b:1", "--history", "h", "x"}, wantErr: "unexpected"},
+		{name: "not compacted", args: []string{"--brokers", "b:1", "--history", "h"}, check: func(c config) bool {
+			return !c.Compacted && c.cleanupPolicy() == "" && c.createConfigs() == nil
+		}},
+		{name: "compacted", args: []string{"--brokers", "b:1", "--history", "h", "--compacted", "--keys", "7", "--tombstone-every", "3",
+			"--topic-config", "segment.ms=100", "--topic-config", "min.cleanable.dirty.ratio=0.01"}, check: func(c config) bool {
+			m := c.createConfigs()
+			return c.Compacted && c.Keys == 7 && c.TombstoneEvery == 3 && len(m) == 3 && *m["cleanup.policy"] == "compact" &&
+				*m["segment.ms"] == "100" && *m["min.cleanable.dirty.ratio"] == "0.01"
+		}},
+		{name: "compact,delete", args: []string{"--brokers", "b:1", "--history", "h", "--compacted", "--topic-config", "cleanup.policy=compact,delete"}, check: func(c config) bool {
+			return c.Keys == 100 && c.TombstoneEvery == 10 && *c.createConfigs()["cleanup.policy"] == "compact,delete"
+		}},
+		{name: "bad topic config", args: []string{"--brokers", "b:1", "--history", "h", "--topic-config", "segment.ms"}, wantErr: "key=value"},
+		{name: "bad keys", args: []string{"--brokers", "b:1", "--history", "h", "--compacted", "--keys", "0"}, wantErr: "--keys"},
+		{name: "all tombstones", args: []string{"--brokers", "b:1", "--history", "h", "--compacted", "--tombstone-every", "1"}, wantErr: "--tombstone-every"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,6 +96,39 @@ func TestReadValue(t *testing.T) {
 	for _, tt := range tests {
 		if got := l.readValue(tt.r); got != tt.want {
 			t.Errorf("readValue(%q, %q) = %q, want %q", tt.r.Key, tt.r.Value, got, tt.want)
+		}
+	}
+}
+
+func TestReadValueCompacted(t *testing.T) {
+	l := &loader{cfg: config{RunID: "abc", ValueSize: 16, Compacted: true}}
+	rec := func(val string, headers ...string) *kgo.Record {
+		r := &kgo.Record{Topic: "t", Partition: 1, Key: []byte("k3")}
+		if val != "<null>" {
+			r.Value = []byte(val)
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: headers[i], Value: []byte(headers[i+1])})
+		}
+		return r
+	}
+	tests := []struct {
+		r         *kgo.Record
+		want      string
+		tombstone bool
+	}{
+		{rec("abc.p0.7 .......", hdrTP, "t/1"), "abc.p0.7", false},
+		{rec("abc.p0.7 ...x...", hdrTP, "t/1"), "abc.p0.7!corrupt", false},
+		{rec("abc.p0.7 .......", hdrTP, "t/2"), "abc.p0.7!misplaced", false},
+		{rec("abc.p0.7 ......."), "abc.p0.7", false}, // no header: the key names no partition
+		{rec("<null>", hdrTP, "t/1", hdrID, "abc.p0.9"), "abc.p0.9", true},
+		{rec("<null>", hdrTP, "u/1", hdrID, "abc.p0.9"), "abc.p0.9!misplaced", true},
+		{rec("<null>", hdrTP, "t/1"), "!noid", true},
+	}
+	for _, tt := range tests {
+		e := l.readEvent(check.KindFinal, check.FinalProcess, tt.r)
+		if e.Value != tt.want || e.Key != "k3" || e.Tombstone != tt.tombstone {
+			t.Errorf("readEvent(%q, %v) = value %q key %q tombstone %v, want %q k3 %v", tt.r.Value, tt.r.Headers, e.Value, e.Key, e.Tombstone, tt.want, tt.tombstone)
 		}
 	}
 }
@@ -209,6 +258,140 @@ func TestRunAgainstKfake(t *testing.T) {
 	var again reportJSON
 	if err := json.Unmarshal(stdout.Bytes(), &again); err != nil || !again.OK || again.Counts.Acked != 3000 {
 		t.Fatalf("%v %+v", err, again)
+	}
+}
+
+// TestRunCompactedAgainstKfake runs compacted mode end to end (kfake does
+// not compact, which C1–C3 allow), then shows the checker biting on the
+// history with a key's latest value dropped from the final read.
+func TestRunCompactedAgainstKfake(t *testing.T) {
+	dir := t.TempDir()
+	code, out := runKfake(t, dir, "--compacted", "--keys", "20", "--tombstone-every", "5", "--topic-config", "segment.ms=100")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	rep := readReport(t, filepath.Join(dir, "report.json"))
+	c := rep.Counts
+	if !rep.OK || c.Sends != 3000 || c.Acked != 3000 || c.FinalRecords != 3000 || c.CompactedTopics != 2 || c.Tombstones != 600 || c.Keys != 6*20 {
+		t.Fatalf("report: %+v\n%s", rep, out)
+	}
+	if l1, c1, c2, c3 := rep.check(check.L1), rep.check(check.C1), rep.check(check.C2), rep.check(check.C3); l1.Checked != 0 || c1.Checked != 6*20 || c2.Checked == 0 || c3.Checked < 6000 {
+		t.Fatalf("L1 %+v, C1 %+v, C2 %+v, C3 %+v", l1, c1, c2, c3)
+	}
+	hist := filepath.Join(dir, "history.jsonl")
+	evs, err := check.ReadFile(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topics, tombs int
+	for _, e := range evs {
+		switch {
+		case e.Kind == check.KindTopic && e.Cleanup == "compact":
+			topics++
+		case e.Kind == check.KindFinal && e.Tombstone:
+			tombs++
+		case e.Kind == check.KindFinal && (e.Key == "" || strings.Contains(e.Value, "!")):
+			t.Fatalf("final record %+v", e)
+		}
+	}
+	if topics != 2 || tombs != 600 {
+		t.Fatalf("%d topic events, %d tombstones read", topics, tombs)
+	}
+
+	// Tamper: drop a key's last record in the final read, a value read
+	// after an older one; it is the key's latest write (nothing was
+	// compacted), so C1 must say so.
+	type kp struct {
+		tp  string
+		key string
+	}
+	lastOf, seen := map[kp]int{}, map[kp]int{}
+	for i, e := range evs {
+		if e.Kind == check.KindFinal {
+			k := kp{fmt.Sprintf("%s/%d", e.Topic, e.Partition), e.Key}
+			lastOf[k] = i
+			seen[k]++
+		}
+	}
+	last := -1
+	for k, i := range lastOf {
+		if seen[k] > 1 && !evs[i].Tombstone && i > last {
+			last = i
+		}
+	}
+	dropped := evs[last]
+	evs = append(evs[:last], evs[last+1:]...)
+	var buf bytes.Buffer
+	w := check.NewWriter(&buf)
+	for _, e := range evs {
+		w.Record(e)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tampered := filepath.Join(dir, "tampered.jsonl")
+	if err := os.WriteFile(tampered, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	if code := run(context.Background(), []string{"check", "--history", tampered, "--report", filepath.Join(dir, "tampered.json")}, &stdout, io.Discard); code != exitViolations {
+		t.Fatalf("tampered history: exit %d\n%s", code, stdout.String())
+	}
+	rep = readReport(t, filepath.Join(dir, "tampered.json"))
+	c1 := rep.check(check.C1)
+	if rep.OK || c1.Violations != 1 || !strings.Contains(c1.Examples[0], fmt.Sprintf("key %q: latest write, value %q", dropped.Key, dropped.Value)) {
+		t.Fatalf("tampered report: %+v", rep)
+	}
+	if l1 := rep.check(check.L1); l1.Violations != 0 {
+		t.Fatalf("L1 judged a compacted topic: %+v", l1)
+	}
+}
+
+// TestEmptyTail: the final read's probe steps over offsets without
+// records (here a transaction's commit marker) and stops at a record.
+func TestEmptyTail(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("v")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup("x", 0)
+	td, err := adm.ListTopics(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, id := partition{topic: "x", part: 0}, [16]byte(td["x"].ID)
+	if end.Offset != 2 {
+		t.Fatalf("end offset %d, want 2 (the record and the commit marker)", end.Offset)
+	}
+	for _, tt := range []struct {
+		at   int64
+		want bool
+	}{{0, false}, {1, true}, {2, true}} {
+		got, err := emptyTail(ctx, cl, p, id, tt.at, end.Offset)
+		if err != nil || got != tt.want {
+			t.Errorf("emptyTail from %d = %v, %v; want %v", tt.at, got, err, tt.want)
+		}
 	}
 }
 

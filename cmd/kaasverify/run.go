@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -29,11 +30,21 @@ type partition struct {
 	key   []byte // "<topic>/<partition>", shared by every record sent there
 }
 
+// Headers of compacted mode's records.
+const (
+	// hdrTP names the partition a record was sent to (its key names it
+	// otherwise).
+	hdrTP = "kaasverify-tp"
+	// hdrID is a tombstone's id (its value is null).
+	hdrID = "kaasverify-id"
+)
+
 // loader is one "run": its clients write to hist.
 type loader struct {
 	cfg    config
 	topics []string
 	parts  []partition
+	keys   [][]byte         // compacted mode: "k0" ... "k<keys-1>"
 	index  map[string][]int // topic -> partition -> index in parts
 	hist   *check.Writer
 	logf   func(string, ...any)
@@ -74,6 +85,11 @@ func runLoad(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		return exitToolError
 	}
 	l := &loader{cfg: cfg, topics: cfg.topicNames(), hist: check.NewWriter(f), logf: logf}
+	if cfg.Compacted {
+		for i := range cfg.Keys {
+			l.keys = append(l.keys, []byte("k"+strconv.Itoa(i)))
+		}
+	}
 	start := time.Now()
 	l.load(ctx)
 	if err := l.hist.Flush(); err != nil {
@@ -108,6 +124,9 @@ func (l *loader) load(ctx context.Context) {
 	if err := l.setup(ctx, adm); err != nil {
 		l.toolErr(err)
 		return
+	}
+	if cfg.Compacted {
+		l.markTopics(ctx, adm)
 	}
 	l.logf("run %s: producing to %d partitions of %s", cfg.RunID, len(l.parts), strings.Join(l.topics, ", "))
 
@@ -185,7 +204,7 @@ func (l *loader) setup(ctx context.Context, adm *kadm.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if l.cfg.Create {
-		resps, err := adm.CreateTopics(ctx, int32(l.cfg.Partitions), -1, nil, l.topics...)
+		resps, err := adm.CreateTopics(ctx, int32(l.cfg.Partitions), -1, l.cfg.createConfigs(), l.topics...)
 		if err != nil {
 			return fmt.Errorf("creating topics: %w", err)
 		}
@@ -228,6 +247,33 @@ func (l *loader) setup(ctx context.Context, adm *kadm.Client) error {
 			return fmt.Errorf("topics %s not ready: %w", strings.Join(l.topics, ", "), lastErr)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// markTopics records each topic's cleanup policy, as the broker describes
+// it or else as the run asked for it: the checks judge compacted topics
+// by C1–C3 instead of L1.
+func (l *loader) markTopics(ctx context.Context, adm *kadm.Client) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	described, err := adm.DescribeTopicConfigs(ctx, l.topics...)
+	if err != nil {
+		l.logf("describing topic configs: %v (taking cleanup.policy=%s as asked)", err, l.cfg.cleanupPolicy())
+	}
+	for _, t := range l.topics {
+		e := check.NewEvent(check.KindTopic)
+		e.Topic, e.Cleanup = t, l.cfg.cleanupPolicy()
+		if rc, err := described.On(t, nil); err == nil && rc.Err == nil {
+			for _, c := range rc.Configs {
+				if c.Key == "cleanup.policy" && c.Value != nil {
+					e.Cleanup = *c.Value
+				}
+			}
+		}
+		if !check.Compacted(e.Cleanup) {
+			l.logf("topic %s has cleanup.policy=%s: its keyed records are checked by L1, not C1–C3", t, e.Cleanup)
+		}
+		l.hist.Record(e)
 	}
 }
 
@@ -305,6 +351,12 @@ func (l *loader) produce(stop context.Context, i int, n int64) error {
 		e := check.NewEvent(check.KindSend)
 		e.Process, e.Topic, e.Partition = proc, r.Topic, r.Partition
 		e.Value = valueID(r.Value)
+		if l.cfg.Compacted {
+			if r.Value == nil {
+				e.Value = string(header(r, hdrID))
+			}
+			e.Key, e.Tombstone = string(r.Key), r.Value == nil
+		}
 		if err == nil {
 			e.Outcome, e.Offset = check.OK, r.Offset
 			l.acked.Add(1)
@@ -321,6 +373,7 @@ func (l *loader) produce(stop context.Context, i int, n int64) error {
 
 	rate := l.cfg.Rate / float64(l.cfg.Producers)
 	var timer *time.Timer
+	rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(i)))
 	begin := time.Now()
 	work := context.Background()
 produce:
@@ -348,12 +401,24 @@ produce:
 		p := &l.parts[(i+int(seq))%len(l.parts)]
 		v := make([]byte, 0, max(size, len(prefix)+20))
 		v = strconv.AppendInt(append(v, prefix...), seq, 10)
-		if len(v)+1 < size {
+		r := &kgo.Record{Topic: p.topic, Partition: p.part, Key: p.key, Value: v}
+		if l.cfg.Compacted {
+			// A random key; the partition is named in a header instead.
+			r.Key = l.keys[rng.IntN(len(l.keys))]
+			r.Headers = []kgo.RecordHeader{{Key: hdrTP, Value: p.key}}
+			// Every m-th send to each partition (seq/len(parts) counts
+			// this producer's sends to p) deletes a random key.
+			if m := int64(l.cfg.TombstoneEvery); m > 0 && seq/int64(len(l.parts))%m == m-1 {
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: hdrID, Value: v})
+				r.Value = nil
+			}
+		}
+		if r.Value != nil && len(v)+1 < size {
 			v = append(v, ' ')
-			v = append(v, dots[:size-len(v)]...)
+			r.Value = append(v, dots[:size-len(v)]...)
 		}
 		pending.Add(1)
-		cl.Produce(work, &kgo.Record{Topic: p.topic, Partition: p.part, Key: p.key, Value: v}, promise)
+		cl.Produce(work, r, promise)
 	}
 	if timer != nil {
 		timer.Stop()
@@ -387,9 +452,43 @@ func valueID(v []byte) string {
 	return string(v)
 }
 
+// header returns the value of r's first header named key, or nil.
+func header(r *kgo.Record, key string) []byte {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return nil
+}
+
+// readEvent is the event (poll or final) that records r read by proc.
+func (l *loader) readEvent(kind check.Kind, proc string, r *kgo.Record) check.Event {
+	e := check.NewEvent(kind)
+	e.Process, e.Topic, e.Partition, e.Offset = proc, r.Topic, r.Partition, r.Offset
+	e.Value = l.readValue(r)
+	if l.cfg.Compacted {
+		e.Key, e.Tombstone = string(r.Key), r.Value == nil
+	}
+	return e
+}
+
 // readValue is the value a consumer records for r: its id, marked when the
-// padding is damaged or r sits in another partition than its key names.
+// padding is damaged or r sits in another partition than its key (in
+// compacted mode, its header) names. A tombstone's id is in a header;
+// one without is marked "!noid".
 func (l *loader) readValue(r *kgo.Record) string {
+	at := r.Key
+	if l.cfg.Compacted {
+		at = header(r, hdrTP)
+		if r.Value == nil {
+			s := string(header(r, hdrID))
+			if s == "" {
+				s = "!noid"
+			}
+			return s + misplaced(at, r)
+		}
+	}
 	v := r.Value
 	id, pad := v, []byte(nil)
 	if i := bytes.IndexByte(v, ' '); i >= 0 {
@@ -400,10 +499,16 @@ func (l *loader) readValue(r *kgo.Record) string {
 	if bytes.IndexFunc(pad, func(c rune) bool { return c != '.' }) >= 0 || ours && pad != nil && len(v) != l.cfg.ValueSize {
 		s += "!corrupt"
 	}
-	if r.Key != nil && !keyNames(r.Key, r.Topic, r.Partition) {
-		s += "!misplaced"
+	return s + misplaced(at, r)
+}
+
+// misplaced is the mark of a record whose partition name at (nil: none)
+// does not name the partition r was read from.
+func misplaced(at []byte, r *kgo.Record) string {
+	if at != nil && !keyNames(at, r.Topic, r.Partition) {
+		return "!misplaced"
 	}
-	return s
+	return ""
 }
 
 // keyNames reports whether key is "<topic>/<partition>".
@@ -468,9 +573,8 @@ func (l *loader) consume(ctx context.Context, i int) {
 		}
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			for _, r := range fp.Records {
-				e := check.NewEvent(check.KindPoll)
-				e.Process, e.Topic, e.Partition, e.Offset, e.HWM = proc, r.Topic, r.Partition, r.Offset, fp.HighWatermark
-				e.Value = l.readValue(r)
+				e := l.readEvent(check.KindPoll, proc, r)
+				e.HWM = fp.HighWatermark
 				l.hist.Record(e)
 			}
 			l.polls.Add(int64(len(fp.Records)))
@@ -627,6 +731,16 @@ func (l *loader) finalRead(adm *kadm.Client) error {
 	if len(pending) == 0 {
 		return nil
 	}
+	// A compacted partition may end in batches whose records compaction
+	// removed: the final read asks the log (emptyTail) when it stalls.
+	var ids map[string][16]byte
+	if l.cfg.Compacted {
+		ids = map[string][16]byte{}
+		td, _ := adm.ListTopics(ctx, l.topics...)
+		for t, d := range td {
+			ids[t] = d.ID
+		}
+	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(l.cfg.Brokers...),
 		kgo.ConsumePartitions(l.assignFrom(pending, func(i int) kgo.Offset { return kgo.NewOffset().At(bounds[i].start) })),
@@ -638,8 +752,18 @@ func (l *loader) finalRead(adm *kadm.Client) error {
 	}
 	defer cl.Close()
 	left = len(pending)
+	finished := func(i int) {
+		done(i)
+		left--
+		cl.PauseFetchPartitions(map[string][]int32{l.parts[i].topic: {l.parts[i].part}})
+	}
 	for left > 0 {
-		fetches := cl.PollFetches(ctx)
+		pctx, cancelPoll := ctx, context.CancelFunc(func() {})
+		if ids != nil {
+			pctx, cancelPoll = context.WithTimeout(ctx, time.Second)
+		}
+		fetches := cl.PollFetches(pctx)
+		cancelPoll()
 		if ctx.Err() != nil {
 			var missing []string
 			for _, i := range pending {
@@ -660,18 +784,90 @@ func (l *loader) finalRead(adm *kadm.Client) error {
 				if r.Offset < next[i] || r.Offset >= bounds[i].end {
 					continue
 				}
-				e := check.NewEvent(check.KindFinal)
-				e.Process, e.Topic, e.Partition, e.Offset = check.FinalProcess, r.Topic, r.Partition, r.Offset
-				e.Value = l.readValue(r)
-				l.hist.Record(e)
+				l.hist.Record(l.readEvent(check.KindFinal, check.FinalProcess, r))
 				next[i] = r.Offset + 1
 			}
 			if next[i] >= bounds[i].end {
-				done(i)
-				left--
-				cl.PauseFetchPartitions(map[string][]int32{fp.Topic: {fp.Partition}})
+				finished(i)
 			}
 		})
+		if ids == nil || fetches.NumRecords() > 0 {
+			continue
+		}
+		// A quiet second: ask each unfinished partition whether records
+		// remain before its end.
+		for _, i := range pending {
+			if next[i] >= bounds[i].end {
+				continue
+			}
+			p := l.parts[i]
+			if empty, err := emptyTail(ctx, cl, p, ids[p.topic], next[i], bounds[i].end); err != nil {
+				l.logf("final read: probing %s/%d from %d: %v", p.topic, p.part, next[i], err)
+			} else if empty {
+				next[i] = bounds[i].end
+				finished(i)
+			}
+		}
 	}
 	return nil
+}
+
+// emptyTail reports whether partition p (of topic id) holds no record in
+// [at, end), fetching from its leader batch after batch. A compacted
+// partition may end in batches whose records compaction removed (a
+// tombstone past delete.retention.ms, say, whose batch stays for its
+// producer's state): a consumer steps over them with no record to show,
+// so the final read would wait for records that never come.
+func emptyTail(ctx context.Context, cl *kgo.Client, p partition, id [16]byte, at, end int64) (bool, error) {
+	const maxBytes = 1 << 20
+	for range 64 { // at most 64 MiB of empty batches per call
+		if at >= end {
+			return true, nil
+		}
+		leader, _, err := cl.PartitionLeader(p.topic, p.part)
+		if err != nil {
+			return false, err
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 0, 1, maxBytes, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = p.topic, id
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.CurrentLeaderEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = p.part, at, -1, -1, maxBytes
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+		if err != nil {
+			return false, err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return false, err
+		}
+		var got *kmsg.FetchResponseTopicPartition
+		for ti := range resp.Topics {
+			t := &resp.Topics[ti]
+			for pi := range t.Partitions {
+				if (t.Topic == p.topic || t.TopicID == id) && t.Partitions[pi].Partition == p.part {
+					got = &t.Partitions[pi]
+				}
+			}
+		}
+		if got == nil {
+			return false, errors.New("the fetch response lacks the partition")
+		}
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: at, Topic: p.topic, Partition: p.part}, got, kgo.DefaultDecompressor(), nil)
+		if fp.Err != nil {
+			return false, fp.Err
+		}
+		for _, r := range fp.Records {
+			if r.Offset < end {
+				return false, nil // the consumer has yet to hand it over
+			}
+		}
+		if next <= at {
+			return false, nil // nothing fetched: ask again later
+		}
+		at = next
+	}
+	return false, nil
 }

@@ -21,6 +21,13 @@ const (
 	L7 = "L7" // observed high watermarks never decrease
 	L8 = "L8" // committed offsets never regress
 	L9 = "L9" // no producer ID and epoch issued twice
+
+	// On compacted topics (a "topic" event with a compacting cleanup
+	// policy), L1 does not hold: compaction removes superseded records.
+	// These replace it there.
+	C1 = "C1" // the latest acknowledged write of every key survives
+	C2 = "C2" // a tombstoned key never comes back with an older value
+	C3 = "C3" // sparse but stable: L2, L3, ordered final read, L6's skip rule
 )
 
 // Counts summarises a history.
@@ -41,6 +48,12 @@ type Counts struct {
 	Faults          int `json:"faults"`
 	// FaultKinds counts faults by kind.
 	FaultKinds map[string]int `json:"fault_kinds,omitempty"`
+	// CompactedTopics is how many topics the history marks compacted;
+	// Keys counts the distinct keys (per partition) acknowledged there,
+	// Tombstones the acknowledged tombstones.
+	CompactedTopics int `json:"compacted_topics,omitempty"`
+	Keys            int `json:"keys,omitempty"`
+	Tombstones      int `json:"tombstones,omitempty"`
 	// Unknown counts events of kinds Check does not know (ignored).
 	Unknown int `json:"unknown,omitempty"`
 }
@@ -129,6 +142,9 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, " (%s)", strings.Join(kinds, ", "))
 	}
 	b.WriteString("\n")
+	if c.CompactedTopics > 0 {
+		fmt.Fprintf(&b, "           compacted topics %d: keys %d, acknowledged tombstones %d\n", c.CompactedTopics, c.Keys, c.Tombstones)
+	}
 	for _, res := range r.Checks {
 		status := "ok"
 		switch {

@@ -85,13 +85,7 @@ func healthy() []Event {
 // TestChecksBite shows, for every check, a history it passes and one it
 // fails.
 func TestChecksBite(t *testing.T) {
-	tests := []struct {
-		name   string
-		id     string
-		events []Event
-		want   int    // violations of check id
-		substr string // in the first example
-	}{
+	tests := []bite{
 		{"L1 pass", L1, healthy(), 0, ""},
 		{"L1 record missing", L1, cat(healthy()[:8], []Event{finalBounds(1, 0, 1)}), 1, `"c" acknowledged to p0 at t/1@0: the final read has no record there`},
 		{"L1 hwm below ack", L1, cat(healthy()[:8], []Event{finalBounds(1, 0, 0)}), 1, "ends at high watermark 0"},
@@ -126,6 +120,21 @@ func TestChecksBite(t *testing.T) {
 		{"L9 pass", L9, []Event{pid(1, 0), pid(2, 0), pid(1, 1)}, 0, ""},
 		{"L9 reuse", L9, []Event{pid(1, 0), pid(2, 0), pid(1, 0)}, 1, "producer id 1 epoch 0 issued more than once"},
 	}
+	runBites(t, tests, nil)
+}
+
+// bite is a history and what one check must find in it.
+type bite struct {
+	name   string
+	id     string
+	events []Event
+	want   int    // violations of check id
+	substr string // in the first example
+}
+
+// runBites runs each case; also, if non-nil, checks more of each report.
+func runBites(t *testing.T, tests []bite, also func(*testing.T, Report)) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rep := Check(tt.events)
@@ -144,6 +153,9 @@ func TestChecksBite(t *testing.T) {
 			}
 			if tt.want > 0 && (rep.OK() || !strings.Contains(rep.String(), tt.id+" ")) {
 				t.Fatalf("report not failing:\n%s", rep)
+			}
+			if also != nil {
+				also(t, rep)
 			}
 		})
 	}
@@ -164,7 +176,7 @@ func TestHealthyReport(t *testing.T) {
 		t.Fatalf("L8 exercised without commits: %+v", r)
 	}
 	s := rep.String()
-	for _, want := range []string{"result: OK", "L8 commit-regression", "not exercised", "kill×2, pause×1"} {
+	for _, want := range []string{"result: OK", "L8 commit-regression", "not exercised", "kill×2, pause×1", "C1 latest-survives"} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("summary lacks %q:\n%s", want, s)
 		}
@@ -182,7 +194,7 @@ func TestHealthyReport(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if !back.OK || back.Counts.Acked != 3 || len(back.Checks) != 9 || back.Checks[0].ID != L1 {
+	if !back.OK || back.Counts.Acked != 3 || len(back.Checks) != 12 || back.Checks[0].ID != L1 || back.Checks[11].ID != C3 {
 		t.Fatalf("json %s", b)
 	}
 }
@@ -227,6 +239,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 	evs := cat(healthy(), []Event{
 		send("p1", "odd \"value\"\n\u00e9", 0, Info, -1),
 		pid(42, 3), commit(KindCommit, 1, 7), commit(KindCommitted, 1, 7), hwm("lo", 0, 10, 9), fault("kill", "broker-0"),
+		topic("compact,delete"), kok("k1", "v", 1, 8), ktomb("k1", "d", 1, 9), kpoll("c0", "k1", "d", true, 1, 9, 10), kfinal("k1", "d", true, 1, 9),
 	})
 	evs[0].Time = at
 	var buf bytes.Buffer
@@ -287,6 +300,9 @@ func TestDecodeFastMatchesJSON(t *testing.T) {
 		`{"kind":"pid","producer_id":9,"epoch":2,"extra":true}`,                     // unknown field: slow path
 		`{"kind":"hwm","process":"final","topic":"t","partition":1,"start":0,"hwm":5}`,
 		`{"kind":"fault","time":"2026-01-02T03:04:05+01:00","fault":"kill","target":"broker-1"}`,
+		`{"kind":"topic","topic":"t","partition":0,"cleanup":"compact"}`,
+		`{"kind":"final","topic":"t","partition":1,"offset":4,"value":"r.p0.3","key":"k7","tombstone":true}`,
+		`{"kind":"send","topic":"t","partition":1,"offset":4,"value":"r.p0.4","key":"k7","tombstone":false,"outcome":"ok"}`,
 	}
 	var d decoder
 	for _, l := range lines {
@@ -305,7 +321,7 @@ func TestDecodeFastMatchesJSON(t *testing.T) {
 			t.Errorf("%s:\nfast %+v\nslow %+v", l, fast, slow)
 		}
 	}
-	for _, bad := range []string{`{"kind":"send",}`, `{"kind":"send"`, `{"kind":"send","offset":1.5}`, `[]`} {
+	for _, bad := range []string{`{"kind":"send",}`, `{"kind":"send","tombstone":yes}`, `{"kind":"send"`, `{"kind":"send","offset":1.5}`, `[]`} {
 		var e Event
 		if err := d.decode([]byte(bad), &e); err == nil {
 			t.Errorf("%s decoded as %+v", bad, e)

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// Check runs L1–L9 over a history, in history order.
+// Check runs L1–L9 and C1–C3 over a history, in history order.
 func Check(events []Event) Report {
 	c := NewChecker()
 	for i := range events {
@@ -93,6 +93,8 @@ type seen struct {
 type ackRec struct {
 	pos
 	val, proc int32
+	key       int32 // -1: none recorded
+	tomb      bool
 }
 
 // gap is a consumer's step over offsets (from, to), both exclusive.
@@ -105,6 +107,15 @@ type finalRec struct {
 	offset int64
 	val    int32
 	order  int32 // arrival, to keep the first of repeated reads
+	key    int32 // -1: none recorded
+	tomb   bool
+}
+
+// pending is a violation found as the history streams by on a partition
+// whose topic may turn out to be compacted: C3 restates it there.
+type pending struct {
+	tp  int32
+	msg string
 }
 
 type bounds struct{ start, hwm int64 }
@@ -118,7 +129,7 @@ type commitKey struct {
 // (Report). The zero value is not usable: use NewChecker.
 type Checker struct {
 	rep Report
-	res [9]*Result // L1..L9
+	res [12]*Result // L1..L9, C1..C3
 
 	tpIdx   map[tp]int32
 	tps     []tp
@@ -128,6 +139,14 @@ type Checker struct {
 	vals    []string
 	info    []value
 	extraAt map[int32][]pos // positions beyond the first, for the rare value seen at several
+	keyIdx  map[string]int32
+	keys    []string
+
+	compacted map[string]bool  // topic -> compacted, from topic events
+	infoTomb  map[keyPart]bool // keys with an indeterminate tombstone
+	obs       []int            // observations per tp (what C3 checked)
+	lastFinal map[int32]int64  // highest final-read offset per tp so far
+	c3        []pending
 
 	atPos  map[pos]seen
 	final  [][]finalRec // per tp
@@ -148,7 +167,7 @@ type Checker struct {
 func NewChecker() *Checker {
 	c := &Checker{
 		tpIdx: map[tp]int32{}, procIdx: map[string]int32{}, valIdx: map[string]int32{},
-		extraAt: map[int32][]pos{}, atPos: map[pos]seen{}, bound: map[int32]bounds{},
+		extraAt: map[int32][]pos{}, keyIdx: map[string]int32{}, compacted: map[string]bool{}, infoTomb: map[keyPart]bool{}, lastFinal: map[int32]int64{}, atPos: map[pos]seen{}, bound: map[int32]bounds{},
 		lastPoll: map[[2]int32]int64{}, lastHWM: map[[2]int32]int64{}, lastLSO: map[[2]int32]int64{},
 		maxHWM: map[int32]int64{}, lastCommit: map[commitKey]int64{}, pids: map[[2]int64]int32{},
 	}
@@ -157,6 +176,7 @@ func NewChecker() *Checker {
 		{L4, "failed-write-visible"}, {L5, "indeterminate-repeated"},
 		{L6, "poll-order"}, {L7, "hwm-regression"},
 		{L8, "commit-regression"}, {L9, "producer-id-reuse"},
+		{C1, "latest-survives"}, {C2, "no-resurrection"}, {C3, "sparse-but-stable"},
 	} {
 		c.rep.Checks = append(c.rep.Checks, Result{ID: r.id, Name: r.name})
 	}
@@ -166,36 +186,59 @@ func NewChecker() *Checker {
 	return c
 }
 
-func (c *Checker) r(id string) *Result { return c.res[id[1]-'1'] }
+func (c *Checker) r(id string) *Result {
+	i := int(id[1] - '1')
+	if id[0] == 'C' {
+		i += 9
+	}
+	return c.res[i]
+}
+
+// pend notes a violation on partition t that C3 restates if t's topic is
+// compacted.
+func (c *Checker) pend(t int32, msg string) { c.c3 = append(c.c3, pending{t, msg}) }
+
+// isCompacted reports whether partition t's topic is compacted.
+func (c *Checker) isCompacted(t int32) bool { return c.compacted[c.tps[t].topic] }
+
+// intern returns k's index in list, appending it to list (added) when
+// it is new.
+func intern[K comparable](idx map[K]int32, list *[]K, k K) (i int32, added bool) {
+	if i, ok := idx[k]; ok {
+		return i, false
+	}
+	i = int32(len(*list))
+	idx[k] = i
+	*list = append(*list, k)
+	return i, true
+}
+
+// keyOf interns a key; "" (none recorded) is -1.
+func (c *Checker) keyOf(s string) int32 {
+	if s == "" {
+		return -1
+	}
+	i, _ := intern(c.keyIdx, &c.keys, s)
+	return i
+}
 
 func (c *Checker) tpOf(topic string, partition int32) int32 {
-	k := tp{topic, partition}
-	i, ok := c.tpIdx[k]
-	if !ok {
-		i = int32(len(c.tps))
-		c.tpIdx[k] = i
-		c.tps = append(c.tps, k)
+	i, added := intern(c.tpIdx, &c.tps, tp{topic, partition})
+	if added {
 		c.final = append(c.final, nil)
+		c.obs = append(c.obs, 0)
 	}
 	return i
 }
 
 func (c *Checker) procOf(s string) int32 {
-	i, ok := c.procIdx[s]
-	if !ok {
-		i = int32(len(c.procs))
-		c.procIdx[s] = i
-		c.procs = append(c.procs, s)
-	}
+	i, _ := intern(c.procIdx, &c.procs, s)
 	return i
 }
 
 func (c *Checker) valOf(s string) int32 {
-	i, ok := c.valIdx[s]
-	if !ok {
-		i = int32(len(c.vals))
-		c.valIdx[s] = i
-		c.vals = append(c.vals, s)
+	i, added := intern(c.valIdx, &c.vals, s)
+	if added {
 		c.info = append(c.info, value{})
 	}
 	return i
@@ -235,10 +278,13 @@ func (c *Checker) joinPos(ps []pos) string {
 func (c *Checker) observe(p pos, s string, proc int32, src uint8) int32 {
 	v := c.valOf(s)
 	c.r(L3).Checked++
+	c.obs[p.tp]++
 	if first, ok := c.atPos[p]; !ok {
 		c.atPos[p] = seen{v, proc, src}
 	} else if first.val != v {
-		c.r(L3).violate("%s holds %q (%s) and %q (%s)", c.posString(p), c.vals[first.val], c.seenBy(first), s, c.seenBy(seen{v, proc, src}))
+		msg := fmt.Sprintf("%s holds %q (%s) and %q (%s)", c.posString(p), c.vals[first.val], c.seenBy(first), s, c.seenBy(seen{v, proc, src}))
+		c.r(L3).violate("%s", msg)
+		c.pend(p.tp, msg)
 	}
 	vi := &c.info[v]
 	switch {
@@ -289,13 +335,16 @@ func (c *Checker) Add(e *Event) {
 			p := pos{c.tpOf(e.Topic, e.Partition), e.Offset}
 			proc := c.procOf(e.Process)
 			c.observe(p, e.Value, proc, srcAck)
-			c.acks = append(c.acks, ackRec{p, v, proc})
+			c.acks = append(c.acks, ackRec{p, v, proc, c.keyOf(e.Key), e.Tombstone})
 		case Fail:
 			cnt.Failed++
 			c.info[v].flags |= vFail
 		default: // anything else is indeterminate
 			cnt.Indeterminate++
 			c.info[v].flags |= vInfo
+			if e.Tombstone && e.Key != "" {
+				c.infoTomb[keyPart{c.tpOf(e.Topic, e.Partition), c.keyOf(e.Key)}] = true
+			}
 		}
 	case KindPoll:
 		cnt.Polls++
@@ -323,8 +372,14 @@ func (c *Checker) Add(e *Event) {
 		cnt.FinalRecords++
 		t := c.tpOf(e.Topic, e.Partition)
 		v := c.observe(pos{t, e.Offset}, e.Value, c.procOf(FinalProcess), srcFinal)
-		c.final[t] = append(c.final[t], finalRec{e.Offset, v, c.nFinal})
+		c.final[t] = append(c.final[t], finalRec{e.Offset, v, c.nFinal, c.keyOf(e.Key), e.Tombstone})
 		c.nFinal++
+		// A compacted partition's final read is sparse but in order.
+		if last, ok := c.lastFinal[t]; ok && e.Offset <= last {
+			c.pend(t, fmt.Sprintf("final read of %v went from offset %d to %d", c.tps[t], last, e.Offset))
+		} else {
+			c.lastFinal[t] = e.Offset
+		}
 	case KindHWM:
 		cnt.HWMs++
 		t := c.tpOf(e.Topic, e.Partition)
@@ -359,6 +414,8 @@ func (c *Checker) Add(e *Event) {
 		if e.Offset < last {
 			c.r(L8).violate("group %s %v: committed offset read back as %d, below the last acknowledged commit %d", e.Group, c.tps[t], e.Offset, last)
 		}
+	case KindTopic:
+		c.compacted[e.Topic] = Compacted(e.Cleanup)
 	case KindFault:
 		cnt.Faults++
 		if cnt.FaultKinds == nil {
@@ -371,7 +428,7 @@ func (c *Checker) Add(e *Event) {
 }
 
 // Report finishes the checks that need the whole history (L1, L2, L4, L5,
-// L6 poll-skip) and returns the report. Call it once.
+// L6 poll-skip, C1–C3) and returns the report. Call it once.
 func (c *Checker) Report() Report {
 	rep := &c.rep
 	rep.Counts.FinalPartitions = len(c.bound)
@@ -406,14 +463,19 @@ func (c *Checker) Report() Report {
 		return b, ok
 	}
 	unread := map[int32]int{}
-	belowStart := 0
+	belowStart, onCompacted := 0, 0
 
-	// L1: every ack at its offset in the final read.
+	// L1: every ack at its offset in the final read (C1 on compacted
+	// topics).
 	l1 := c.r(L1)
 	for _, a := range c.acks {
 		b, ok := checkable(a.tp)
 		if !ok {
 			unread[a.tp]++
+			continue
+		}
+		if c.isCompacted(a.tp) {
+			onCompacted++
 			continue
 		}
 		if a.offset < b.start {
@@ -453,7 +515,9 @@ func (c *Checker) Report() Report {
 		case vi.flags&vOK != 0 || vi.flags&(vInfo|vFail) == 0: // acknowledged, or of unknown origin
 			c.r(L2).Checked++
 			if vi.nAt > 1 {
-				c.r(L2).violate("%q at %d offsets: %s", s, len(c.positions(int32(v))), c.joinPos(c.positions(int32(v))))
+				msg := fmt.Sprintf("%q at %d offsets: %s", s, len(c.positions(int32(v))), c.joinPos(c.positions(int32(v))))
+				c.r(L2).violate("%s", msg)
+				c.pend(vi.at.tp, msg)
 			}
 		case vi.flags&vInfo != 0:
 			c.r(L5).Checked++
@@ -479,19 +543,162 @@ func (c *Checker) Report() Report {
 		fs := c.final[g.tp]
 		i, _ := slices.BinarySearchFunc(fs, g.from+1, func(f finalRec, off int64) int { return cmp.Compare(f.offset, off) })
 		if i < len(fs) && fs[i].offset < g.to {
-			c.r(L6).violate("poll skip: %s read %v/%d after %d, but the final read has offset %d", c.procs[g.proc], c.tps[g.tp], g.to, g.from, fs[i].offset)
+			msg := fmt.Sprintf("poll skip: %s read %v/%d after %d, but the final read has offset %d", c.procs[g.proc], c.tps[g.tp], g.to, g.from, fs[i].offset)
+			c.r(L6).violate("%s", msg)
+			c.pend(g.tp, msg)
 		}
 	}
 
+	// C3 restates, on compacted partitions, what L2, L3 and L6's skip
+	// rule found, and adds the final read's order.
+	for t := range c.tps {
+		if c.isCompacted(int32(t)) {
+			c.r(C3).Checked += c.obs[t]
+		}
+	}
+	for _, p := range c.c3 {
+		if c.isCompacted(p.tp) {
+			c.r(C3).violate("%s", p.msg)
+		}
+	}
+	c.compaction(checkable)
+
 	for t, n := range unread {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%v has no final-read bounds (read incomplete?): %d acks there not checked by L1, its poll gaps not checked by L6", c.tps[t], n))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%v has no final-read bounds (read incomplete?): %d acks there not checked by L1 or C1/C2, its poll gaps not checked by L6", c.tps[t], n))
 	}
 	sort.Strings(rep.Notes)
 	if belowStart > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d acks below their partition's log start not checked by L1", belowStart))
 	}
+	if onCompacted > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d acks on compacted topics checked by C1–C3 instead of L1", onCompacted))
+	}
 	for i := range rep.Checks {
 		rep.Checks[i].NotExercised = rep.Checks[i].Checked == 0
 	}
 	return *rep
+}
+
+// keyPart is one key of one partition.
+type keyPart struct{ tp, key int32 }
+
+// compaction runs C1 and C2 over the keys acknowledged on compacted
+// partitions that were read completely.
+func (c *Checker) compaction(checkable func(int32) (bounds, bool)) {
+	cnt := &c.rep.Counts
+	for _, comp := range c.compacted {
+		if comp {
+			cnt.CompactedTopics++
+		}
+	}
+	latest := map[keyPart]ackRec{} // highest-offset ack per key
+	tomb := map[keyPart]ackRec{}   // highest-offset acknowledged tombstone
+	var order []keyPart
+	keyless, belowStart, excused := 0, 0, 0
+	for _, a := range c.acks {
+		if !c.isCompacted(a.tp) {
+			continue
+		}
+		if a.key < 0 {
+			keyless++
+			continue
+		}
+		k := keyPart{a.tp, a.key}
+		if a.tomb {
+			cnt.Tombstones++
+			if t, ok := tomb[k]; !ok || a.offset > t.offset {
+				tomb[k] = a
+			}
+		}
+		l, ok := latest[k]
+		if !ok {
+			order = append(order, k)
+		}
+		if !ok || a.offset > l.offset {
+			latest[k] = a
+		}
+	}
+	cnt.Keys = len(order)
+	slices.SortFunc(order, func(a, b keyPart) int { return cmp.Or(cmp.Compare(a.tp, b.tp), cmp.Compare(a.key, b.key)) })
+
+	// The final read's last record of every key (c.final is in offset
+	// order by now).
+	last := map[keyPart]finalRec{}
+	for t, fs := range c.final {
+		if !c.isCompacted(int32(t)) {
+			continue
+		}
+		for _, f := range fs {
+			if f.key >= 0 {
+				last[keyPart{int32(t), f.key}] = f
+			}
+		}
+	}
+
+	c1, c2 := c.r(C1), c.r(C2)
+	for _, k := range order {
+		b, ok := checkable(k.tp)
+		if !ok {
+			continue // noted with the partition's unread acks
+		}
+		a := latest[k]
+		if a.offset < b.start {
+			belowStart++
+			continue
+		}
+		// C1: the final read's last record of the key is a itself or
+		// later; only a tombstone may be gone entirely.
+		c1.Checked++
+		f, found := last[k]
+		switch {
+		case found && f.offset == a.offset:
+			if f.val != a.val || f.tomb != a.tomb {
+				c1.violate("key %q: latest write, %s; the final read has %s there", c.keys[k.key], c.ackString(a), c.finalString(f))
+			}
+		case found && f.offset > a.offset:
+		case !found && a.tomb:
+		case !found && c.infoTomb[k]:
+			excused++ // a tombstone whose outcome is unknown may have followed a
+		case found:
+			c1.violate("key %q: latest write, %s; the final read's last record of the key is older: %s", c.keys[k.key], c.ackString(a), c.finalString(f))
+		default:
+			where := "the final read has no record of the key"
+			if b.hwm >= 0 && a.offset >= b.hwm {
+				where += fmt.Sprintf(" and ends at high watermark %d", b.hwm)
+			}
+			c1.violate("key %q: latest write, %s, is missing: %s", c.keys[k.key], c.ackString(a), where)
+		}
+		// C2: after a tombstone the key is absent, or holds something
+		// at or after the tombstone.
+		if t, ok := tomb[k]; ok {
+			c2.Checked++
+			if found && f.offset < t.offset {
+				c2.violate("key %q came back: %s, but the final read's last record of the key is %s", c.keys[k.key], c.ackString(t), c.finalString(f))
+			}
+		}
+	}
+	if keyless > 0 {
+		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("%d keyless acks on compacted topics not checked by C1/C2", keyless))
+	}
+	if belowStart > 0 {
+		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("%d keys of compacted topics whose latest ack is below the log start not checked by C1/C2", belowStart))
+	}
+	if excused > 0 {
+		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("%d keys absent from the final read after a value was acknowledged, but with a tombstone of unknown outcome that may have deleted them: not counted by C1", excused))
+	}
+}
+
+func (c *Checker) ackString(a ackRec) string {
+	return fmt.Sprintf("%s acknowledged to %s at %s", c.recString(a.val, a.tomb), c.procs[a.proc], c.posString(a.pos))
+}
+
+func (c *Checker) finalString(f finalRec) string {
+	return fmt.Sprintf("%s at offset %d", c.recString(f.val, f.tomb), f.offset)
+}
+
+func (c *Checker) recString(v int32, tomb bool) string {
+	if tomb {
+		return fmt.Sprintf("tombstone %q", c.vals[v])
+	}
+	return fmt.Sprintf("value %q", c.vals[v])
 }

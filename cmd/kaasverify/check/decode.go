@@ -8,7 +8,7 @@ import (
 )
 
 // decoder decodes history lines. Lines as AppendJSON writes them (a flat
-// object of plain strings and integers) take a fast path that interns the
+// object of plain strings, integers and booleans) take a fast path that interns the
 // strings that repeat (kinds, processes, topics...); anything else goes
 // through encoding/json.
 type decoder struct {
@@ -41,8 +41,8 @@ func (d *decoder) decode(b []byte, e *Event) error {
 	return e.UnmarshalJSON(b)
 }
 
-// fast decodes b if it is a flat object of plain (escape-free) strings and
-// integers, else returns errSlow.
+// fast decodes b if it is a flat object of plain (escape-free) strings,
+// integers and booleans, else returns errSlow.
 func (d *decoder) fast(b []byte, e *Event) error {
 	*e = NewEvent("")
 	b = bytes.TrimSpace(b)
@@ -90,7 +90,16 @@ func (d *decoder) fast(b []byte, e *Event) error {
 		}
 		b = bytes.TrimLeft(b[1:], " \t")
 		switch string(key) {
-		case "kind", "process", "topic", "outcome", "group", "fault", "target", "value", "error", "time":
+		case "tombstone":
+			switch {
+			case bytes.HasPrefix(b, []byte("true")):
+				e.Tombstone, b = true, b[4:]
+			case bytes.HasPrefix(b, []byte("false")):
+				e.Tombstone, b = false, b[5:]
+			default:
+				return errSlow
+			}
+		case "kind", "process", "topic", "outcome", "group", "fault", "target", "value", "error", "time", "key", "cleanup":
 			s, ok := str()
 			if !ok {
 				return errSlow
@@ -110,6 +119,10 @@ func (d *decoder) fast(b []byte, e *Event) error {
 				e.Fault = d.intern(s)
 			case "target":
 				e.Target = d.intern(s)
+			case "key":
+				e.Key = d.intern(s)
+			case "cleanup":
+				e.Cleanup = d.intern(s)
 			case "value":
 				e.Value = string(s)
 			case "error":

@@ -1,8 +1,8 @@
 // Package check is kaasverify's history model and its "nothing lost"
-// checks (L1–L9 of the kaas fault model): a history is a sequence of events
-// written as JSON lines, one event per line, which a load tool, a test or a
-// fault injector can append to; Check reads nothing but that history and is
-// deterministic.
+// checks (L1–L9 of the kaas fault model, C1–C3 in L1's place on compacted
+// topics): a history is a sequence of events written as JSON lines, one
+// event per line, which a load tool, a test or a fault injector can append
+// to; Check reads nothing but that history and is deterministic.
 package check
 
 import (
@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -43,6 +44,10 @@ const (
 	KindCommitted Kind = "committed"
 	// KindFault is a fault injected (for the report only).
 	KindFault Kind = "fault"
+	// KindTopic describes a topic: its cleanup policy (Cleanup). A topic
+	// whose policy contains "compact" is checked by C1–C3 instead of L1,
+	// and its sends, polls and final records carry Key and Tombstone.
+	KindTopic Kind = "topic"
 )
 
 // Outcome is what a producer learnt about a send.
@@ -68,11 +73,16 @@ type Event struct {
 	Kind Kind      `json:"kind"`
 	Time time.Time `json:"time,omitzero"`
 	// Process is the producer, consumer or observer that saw the event.
-	Process   string  `json:"process,omitempty"`
-	Topic     string  `json:"topic,omitempty"`
-	Partition int32   `json:"partition"`
-	Offset    int64   `json:"offset"`
-	Value     string  `json:"value,omitempty"`
+	Process   string `json:"process,omitempty"`
+	Topic     string `json:"topic,omitempty"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Value     string `json:"value,omitempty"`
+	// Key is the record's key on a compacted topic (send, poll, final).
+	Key string `json:"key,omitempty"`
+	// Tombstone marks a record with a null value (a delete of Key); its
+	// Value is the id the tool sent in a header.
+	Tombstone bool    `json:"tombstone,omitempty"`
 	Outcome   Outcome `json:"outcome,omitempty"`
 	Error     string  `json:"error,omitempty"`
 	// HWM is the high watermark (poll: of the fetch; hwm: listed).
@@ -87,7 +97,13 @@ type Event struct {
 	// Fault and Target describe a fault event.
 	Fault  string `json:"fault,omitempty"`
 	Target string `json:"target,omitempty"`
+	// Cleanup is a topic event's cleanup.policy ("delete", "compact",
+	// "compact,delete").
+	Cleanup string `json:"cleanup,omitempty"`
 }
+
+// Compacted reports whether a cleanup policy compacts.
+func Compacted(cleanup string) bool { return strings.Contains(cleanup, "compact") }
 
 // NewEvent returns an event of kind k with every "not applicable" integer
 // field at -1; callers set what applies.
@@ -135,6 +151,10 @@ func (e *Event) AppendJSON(buf []byte) []byte {
 	default:
 		str("value", e.Value)
 	}
+	str("key", e.Key)
+	if e.Tombstone {
+		buf = append(buf, `,"tombstone":true`...)
+	}
 	str("outcome", string(e.Outcome))
 	str("error", e.Error)
 	num("hwm", e.HWM)
@@ -147,6 +167,7 @@ func (e *Event) AppendJSON(buf []byte) []byte {
 	}
 	str("fault", e.Fault)
 	str("target", e.Target)
+	str("cleanup", e.Cleanup)
 	return append(buf, '}')
 }
 
