@@ -81,6 +81,7 @@ func (e *Engine) brokerConfigs() []brokerConfig {
 		out = append(out, brokerConfig{name: "log.retention.check.interval.ms", value: msString(cfg.RetentionCheckInterval), def: msString(DefaultRetentionCheckInterval), typ: desired.ConfigTypeLong,
 			doc: "How often the partitions a broker serves are checked for segments that retention.ms or retention.bytes expire."})
 	}
+	out = append(out, e.cleanerConfigs()...)
 	if cfg.ProducerIDExpiration > 0 {
 		out = append(out, brokerConfig{name: "producer.id.expiration.ms", value: msString(cfg.ProducerIDExpiration), def: msString(24 * time.Hour), typ: desired.ConfigTypeInt,
 			doc: "How long an idle producer's state is kept by a partition (kaas-broker --producer-id-expiration)."})

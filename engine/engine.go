@@ -57,6 +57,9 @@ type Config struct {
 	// serves are checked for segments that retention.ms or retention.bytes
 	// expire (log.retention.check.interval.ms; retention.go). Default 5m.
 	RetentionCheckInterval time.Duration
+	// Cleaner configures the log cleaner of compacted topics
+	// (compaction.go).
+	Cleaner CleanerConfig
 	// Workers reconcile keys side by side (topics, the coordinator shards,
 	// the trash). Default 8.
 	Workers int
@@ -218,6 +221,7 @@ type Engine struct {
 	reconciles *reconcileCounts
 
 	negative NegativeControls // WithNegativeControls: off in production
+	cleaner  *cleaner
 
 	// rounds observes the group-commit rounds of every partition log
 	// (SyncRoundMetrics).
@@ -254,6 +258,10 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = DefaultRetentionCheckInterval
+	}
+	cfg.Cleaner = cfg.Cleaner.withDefaults()
+	if err := cfg.Cleaner.check(); err != nil {
+		return nil, err
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
@@ -298,6 +306,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	for _, o := range opts {
 		o(e)
 	}
+	e.cleaner = newCleaner(e, cfg.Cleaner)
 	e.dispatch = e.reconcilers()
 	e.hb = cluster.NewHeartbeater(e.fsys, cfg.ClusterDir, cluster.Heartbeat{BrokerID: cfg.BrokerID,
 		KafkaAddr: cfg.KafkaAddr, Listeners: cfg.Listeners, AdminAddr: cfg.AdminAddr, Zone: cfg.Zone, Incarnation: e.incarnation,
@@ -413,6 +422,13 @@ func (e *Engine) Run(ctx context.Context) error {
 		defer wg.Done()
 		e.retentionLoop(ctx)
 	}()
+	if !e.cfg.Cleaner.Disable {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.cleaner.run(ctx)
+		}()
+	}
 	ticker := time.NewTicker(e.cfg.ResyncInterval)
 	defer ticker.Stop()
 loop:
@@ -577,6 +593,14 @@ func (e *Engine) stillDesired(spec desired.TopicSpec) error {
 	return nil
 }
 
+// forgetPartitionMachines drops a partition's machines from the book
+// (metrics) when this broker lets go of it.
+func (e *Engine) forgetPartitionMachines(topic string, index int32) {
+	obj := states.PartitionObject(topic, index)
+	e.machines.forget(states.PartitionOpen.Kind, obj)
+	e.machines.forget(states.SegmentCompact.Kind, obj)
+}
+
 // release unpublishes and closes a partition this broker no longer owns.
 func (e *Engine) release(spec desired.TopicSpec, index int32) error {
 	cur := e.servingPartition(spec.Name, spec.ID, index)
@@ -584,7 +608,7 @@ func (e *Engine) release(spec desired.TopicSpec, index int32) error {
 		return nil
 	}
 	e.unpublish(cur)
-	e.machines.forget(states.PartitionOpen.Kind, states.PartitionObject(spec.Name, index))
+	e.forgetPartitionMachines(spec.Name, index)
 	e.log.Info("partition released", "topic", spec.Name, "partition", index, "epoch", cur.Epoch())
 	if err := cur.Close(); err != nil && !errors.Is(err, partlog.ErrFenced) {
 		return err // a fenced log's final sync fails by design: the new owner has it
@@ -826,7 +850,7 @@ func (e *Engine) dropTopic(name, id string) error {
 	e.broadcast()
 	var errs []error
 	for i, p := range t.parts {
-		e.machines.forget(states.PartitionOpen.Kind, states.PartitionObject(name, int32(i)))
+		e.forgetPartitionMachines(name, int32(i))
 		if p != nil {
 			errs = append(errs, p.Close())
 		}

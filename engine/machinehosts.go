@@ -149,11 +149,20 @@ func (h topicDeleteHost) Release(ctx context.Context) error {
 	if b := e.heldElsewhere(spec.Name, spec.ID); b >= 0 {
 		return reconcile.WaitingOn(fmt.Errorf("release %s: broker %d may still hold partitions open (it has not released the assignment that dropped the topic)", spec.Name, b))
 	}
+	_, compacted := compactPolicyOf(spec)
 	for p := int32(0); p < spec.Partitions; p++ {
-		if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p)); err != nil {
+		obj := states.PartitionObject(spec.Name, p)
+		if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.PartitionOpen.Kind, obj); err != nil {
 			return err
 		}
-		e.machines.forget(states.PartitionOpen.Kind, states.PartitionObject(spec.Name, p))
+		// A topic compacted once and changed to delete since keeps its
+		// last pass's record: small, and named by this incarnation only.
+		if compacted {
+			if err := states.Forget(e.fsys, e.cfg.ClusterDir, states.SegmentCompact.Kind, obj); err != nil {
+				return err
+			}
+		}
+		e.forgetPartitionMachines(spec.Name, p)
 	}
 	return nil
 }

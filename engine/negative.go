@@ -22,6 +22,10 @@ type NegativeControls struct {
 	// heartbeat was last renewed (see leaseHeld): the zombie scenarios,
 	// with SkipFenceRecheck.
 	IgnoreServingLease bool
+	// CompactDropLatest makes the log cleaner remove the latest value of
+	// one key in 64 (dataplane.OffsetMap.UnsafeDropLatest): the loss the
+	// compaction checker must catch.
+	CompactDropLatest bool
 }
 
 // Option changes an Engine beyond its Config.

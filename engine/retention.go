@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/desired"
@@ -46,13 +45,7 @@ type RetentionStats struct {
 // retentionPolicyOf returns the topic's retention policy, and false when
 // its cleanup.policy does not include delete.
 func retentionPolicyOf(spec desired.TopicSpec) (partlog.RetentionPolicy, bool) {
-	del := false
-	for _, it := range strings.Split(spec.ConfigValue("cleanup.policy"), ",") {
-		if strings.TrimSpace(it) == "delete" {
-			del = true
-		}
-	}
-	return partlog.RetentionPolicy{Ms: spec.ConfigInt("retention.ms"), Bytes: spec.ConfigInt("retention.bytes")}, del
+	return partlog.RetentionPolicy{Ms: spec.ConfigInt("retention.ms"), Bytes: spec.ConfigInt("retention.bytes")}, hasPolicy(spec, "delete")
 }
 
 // retentionPass enforces retention once on every partition this broker
@@ -86,10 +79,16 @@ func (e *Engine) retentionPass(ctx context.Context) RetentionStats {
 // logLimits returns the log limits a topic's configs set. Retention
 // configs are not among them: the retention pass reads them from the spec
 // each time.
+// A compacted topic rolls by max.compaction.lag.ms too, as Kafka's
+// maxSegmentMs: the active segment is never cleaned.
 func logLimits(spec desired.TopicSpec) partlog.Limits {
+	age := msDuration(spec.ConfigInt("segment.ms"))
+	if pol, ok := compactPolicyOf(spec); ok {
+		age = pol.segmentAge
+	}
 	return partlog.Limits{
 		SegmentBytes:  spec.ConfigInt("segment.bytes"),
-		SegmentAge:    time.Duration(spec.ConfigInt("segment.ms")) * time.Millisecond,
+		SegmentAge:    age,
 		MaxBatchBytes: int32(spec.ConfigInt("max.message.bytes")),
 		LogAppendTime: spec.ConfigValue("message.timestamp.type") == "LogAppendTime",
 	}

@@ -11,6 +11,7 @@ package specs
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -61,6 +62,19 @@ func floorDataDirs(f *Floor) []string {
 // with args, a topic and the verifier's load.
 func startChaos(ctx context.Context, substrate string, brokerArgs ...string) *chaosCluster {
 	GinkgoHelper()
+	return startChaosWith(ctx, substrate, chaosLoad{}, brokerArgs...)
+}
+
+// chaosLoad is what a scenario adds to the default topic and load: topic
+// configs, and flags of the verifier's run.
+type chaosLoad struct {
+	topicConfigs map[string]*string
+	verifierArgs []string
+}
+
+// startChaosWith is startChaos with the topic and load of load.
+func startChaosWith(ctx context.Context, substrate string, load chaosLoad, brokerArgs ...string) *chaosCluster {
+	GinkgoHelper()
 	c := &chaosCluster{}
 	for _, a := range brokerArgs {
 		if strings.HasPrefix(a, "--unsafe-negative-control") {
@@ -88,7 +102,9 @@ func startChaos(ctx context.Context, substrate string, brokerArgs ...string) *ch
 	c.topic = UniqueName("chaos")
 	// Small segments so that power cuts also land mid-roll.
 	adm := NewAdmin(c.brokers[0])
-	createTopicWithConfigs(ctx, adm, c.topic, chaosPartitions, map[string]*string{"segment.bytes": ptr("262144")})
+	configs := map[string]*string{"segment.bytes": ptr("262144")}
+	maps.Copy(configs, load.topicConfigs)
+	createTopicWithConfigs(ctx, adm, c.topic, chaosPartitions, configs)
 	brokersAgree(ctx, c.brokers, []string{c.topic}, chaosPartitions, 30*time.Second)
 	// A negative control's drain and final read may never complete (the
 	// loss took a partition offline, which counts as caught): shorter waits.
@@ -96,9 +112,9 @@ func startChaos(ctx context.Context, substrate string, brokerArgs ...string) *ch
 	if c.negative {
 		final, drain = "15s", "5s"
 	}
-	c.load = StartVerifier(c.brokers, c.topic, chaosPartitions,
+	c.load = StartVerifier(c.brokers, c.topic, chaosPartitions, append([]string{
 		"--producers", "4", "--rate", "2000", "--consumers", "2", "--value-size", "100",
-		"--final-timeout", final, "--drain-timeout", drain)
+		"--final-timeout", final, "--drain-timeout", drain}, load.verifierArgs...)...)
 	waitCtx(ctx, 2*time.Second)
 	return c
 }

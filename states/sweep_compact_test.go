@@ -190,7 +190,7 @@ func setupCompactZombie(t *testing.T, fsys volume.FS, tr *trial) {
 	if len(groups) < 2 {
 		t.Fatalf("zombie's plan has %d groups, want several", len(groups))
 	}
-	set, out, err := writeGroup(ctx, lg, f, groups[0])
+	set, out, err := dataplane.WriteCleaned(ctx, lg, f, groups[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func (h *compactHost) filter() *dataplane.Filter {
 // cleanGroup writes g's cleaned segment through f and swaps it in; it
 // returns the output's generation.
 func cleanGroup(ctx context.Context, lg *partlog.Log, f *dataplane.Filter, g []partlog.SegmentInfo, cleanerOffset int64) (int64, error) {
-	set, w, err := writeGroup(ctx, lg, f, g)
+	set, w, err := dataplane.WriteCleaned(ctx, lg, f, g, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -373,38 +373,6 @@ func cleanGroup(ctx context.Context, lg *partlog.Log, f *dataplane.Filter, g []p
 		}
 	}
 	return 0, fmt.Errorf("cleaned segment at %d not in the log after its swap", g[0].Base)
-}
-
-// writeGroup pins g and writes its cleaned segment through f, finished;
-// the caller swaps it and releases the set.
-func writeGroup(ctx context.Context, lg *partlog.Log, f *dataplane.Filter, g []partlog.SegmentInfo) (*partlog.SegmentSet, *partlog.CleanedWriter, error) {
-	set, err := lg.PinSealed(g[0].Base, g[len(g)-1].EndOffset)
-	if err != nil {
-		return nil, nil, err
-	}
-	w, err := lg.NewCleanedWriter(g[0].Base)
-	if err != nil {
-		set.Release()
-		return nil, nil, err
-	}
-	var buf []byte
-	err = set.Walk(ctx, nil, func(b []byte) error {
-		var err error
-		buf, _, err = f.Batch(buf[:0], int64(binary.BigEndian.Uint64(b)), b)
-		if err != nil || len(buf) == 0 {
-			return err
-		}
-		return w.Append(buf)
-	})
-	if err == nil {
-		err = w.Finish()
-	}
-	if err != nil {
-		w.Abort()
-		set.Release()
-		return nil, nil, err
-	}
-	return set, w, nil
 }
 
 func (h *compactHost) Retire(ctx context.Context, rec *states.Record) error {

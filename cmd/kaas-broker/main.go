@@ -52,6 +52,7 @@ type options struct {
 	groups                                                              groupOptions
 	txns                                                                txnOptions
 	retention                                                           retentionOptions
+	cleaner                                                             cleanerOptions
 	volumeCheck                                                         volumeCheckOptions
 	unsafe                                                              unsafeOptions
 	budgets                                                             budgetOptions
@@ -84,6 +85,7 @@ func parseFlags(args []string) (options, error) {
 	o.groups.register(fs)
 	o.txns.register(fs)
 	o.retention.register(fs)
+	o.cleaner.register(fs)
 	o.volumeCheck.register(fs)
 	fs.StringVar(&o.faults, "inject-faults", "", "for tests only: fail, delay or stall volume operations or kill the process at one, [OP:GLOB[:N]>]...OP:GLOB:ERRNO|KILL|DELAY=D|STALL=D[:COUNT[@FIRST][:before|after]],... (see volume/faultfs/spec.go; KAAS_INJECT_FAULTS)")
 	fs.StringVar(&o.crashAtStep, "crash-at-step", "", "for tests only: exit with status 2 right after a machine step is recorded, KIND:STEP[:OBJECT] (see crashstep.go; KAAS_CRASH_AT_STEP)")
@@ -213,6 +215,7 @@ func run(o options, log logr.Logger) error {
 		MaxPartitionsPerBroker: fds.Partitions, MaxProducersPerPartition: o.budgets.maxProducersPerPartition,
 		ParallelOpens:          fds.OpenParallel,
 		RetentionCheckInterval: o.retention.checkInterval,
+		Cleaner:                o.cleaner.config(),
 		ACLs:                   acls,
 		DisableMetrics:         !o.metrics.enabled,
 	}, engine.WithNegativeControls(engineControls(negative)))

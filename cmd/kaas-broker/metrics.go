@@ -43,6 +43,7 @@ func newRegistry(srv *wire.Server, eng *engine.Engine, m metricsOptions, volOps 
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		eng.ControlPlaneCollector(),
+		eng.CleanerCollector(),
 		eng.PartitionMetrics(m.maxTopicSeries),
 		eng.CoordinatorMetrics(m.maxGroupSeries, m.maxTopicSeries),
 		datametrics.NewVolumeSpace(volumes, volumeSpaceEvery, nil, nil),

@@ -39,11 +39,14 @@ const (
 	// noServingLease keeps serving partitions after the heartbeat could
 	// not be renewed for most of a lease (a stalled or paused broker).
 	noServingLease = "no-serving-lease"
+	// compactDropLatest makes the log cleaner remove the latest value of
+	// one key in 64: the loss the compaction checker must catch.
+	compactDropLatest = "compact-drop-latest"
 )
 
 func (u *unsafeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&u.negative, "unsafe-negative-control", "",
-		"for chaos tests only: turn a safety mechanism off ("+noFsync+", "+noFenceRecheck+", "+wallClockLease+", "+inPlaceAssignment+", "+noServingLease+"; KAAS_UNSAFE_NEGATIVE_CONTROL)")
+		"for chaos tests only: turn a safety mechanism off ("+noFsync+", "+noFenceRecheck+", "+wallClockLease+", "+inPlaceAssignment+", "+noServingLease+", "+compactDropLatest+"; KAAS_UNSAFE_NEGATIVE_CONTROL)")
 	fs.BoolVar(&u.debugClock, "debug-clock", false,
 		"for chaos tests only: serve POST /debug/clock?jump=DURATION on the admin address to jump this broker's wall clock (KAAS_DEBUG_CLOCK)")
 }
@@ -54,10 +57,10 @@ func (u unsafeOptions) controls() (map[string]bool, error) {
 	for _, c := range strings.Split(u.negative, ",") {
 		switch c = strings.TrimSpace(c); c {
 		case "":
-		case noFsync, noFenceRecheck, wallClockLease, inPlaceAssignment, noServingLease:
+		case noFsync, noFenceRecheck, wallClockLease, inPlaceAssignment, noServingLease, compactDropLatest:
 			out[c] = true
 		default:
-			return nil, fmt.Errorf("--unsafe-negative-control: unknown control %q (want %s, %s, %s, %s or %s)", c, noFsync, noFenceRecheck, wallClockLease, inPlaceAssignment, noServingLease)
+			return nil, fmt.Errorf("--unsafe-negative-control: unknown control %q (want %s, %s, %s, %s, %s or %s)", c, noFsync, noFenceRecheck, wallClockLease, inPlaceAssignment, noServingLease, compactDropLatest)
 		}
 	}
 	if out[wallClockLease] && !u.debugClock {
@@ -74,6 +77,7 @@ func engineControls(negative map[string]bool) engine.NegativeControls {
 		SkipFenceRecheck:   negative[noFenceRecheck],
 		InPlaceAssignment:  negative[inPlaceAssignment],
 		IgnoreServingLease: negative[noServingLease],
+		CompactDropLatest:  negative[compactDropLatest],
 	}
 }
 

@@ -56,6 +56,10 @@ var rangeRules = []rangeRule{
 	{"transactional-id-expiration", func(o *options) bool { return o.txns.idExpiration > 0 }, must("must be positive")},
 	{"producer-id-expiration", func(o *options) bool { return o.txns.producerIDExpiration > 0 }, must("must be positive")},
 	{"retention-check-interval", func(o *options) bool { return o.retention.checkInterval > 0 }, must("must be positive")},
+	{"log-cleaner-threads", func(o *options) bool { return o.cleaner.threads >= 1 && o.cleaner.threads <= 64 }, must("must be 1 to 64")},
+	{"log-cleaner-dedupe-buffer-size", func(o *options) bool { return o.cleaner.dedupe >= 1<<10 }, must("must be at least 1024")},
+	{"log-cleaner-io-max-bytes-per-second", func(o *options) bool { return o.cleaner.ioMaxBytes >= 0 }, must("must not be negative")},
+	{"log-cleaner-backoff", func(o *options) bool { return o.cleaner.backoff > 0 }, must("must be positive")},
 	{"max-partitions-per-broker", func(o *options) bool {
 		return o.budgets.maxPartitionsPerBroker >= 0 && o.budgets.maxPartitionsPerBroker <= math.MaxInt32
 	}, must("must be from 0 (derived from the memory limit) to 2147483647")},

@@ -200,6 +200,18 @@ type CleanStats struct {
 	// key, tombstones past their horizon, keyless (Kafka counts them
 	// invalid), of aborted transactions; and markers removed.
 	Superseded, Tombstones, Keyless, Aborted, Markers int64
+	// NextHorizon is the earliest delete horizon (Unix ms) of a tombstone
+	// or marker the pass kept, 0 if none: a pass at or after it removes
+	// them, so the partition is due for cleaning then even if nothing more
+	// is written.
+	NextHorizon int64
+}
+
+// noteHorizon records that a batch kept until horizon was written.
+func (s *CleanStats) noteHorizon(horizon int64) {
+	if s.NextHorizon == 0 || horizon < s.NextHorizon {
+		s.NextHorizon = horizon
+	}
 }
 
 // recordFate is the filter's decision on one record of a data batch.
@@ -326,7 +338,10 @@ func (f *Filter) control(dst []byte, h partlog.BatchHeader, b []byte) ([]byte, O
 		return f.emptyOrDrop(dst, h, b)
 	case removable && !h.HasDeleteHorizon():
 		f.h, f.kept = h, append(f.kept[:0], true)
+		f.stats.noteHorizon(f.cfg.Now + f.cfg.DeleteRetentionMs)
 		return f.rewrite(dst, f.cfg.Now+f.cfg.DeleteRetentionMs)
+	case removable:
+		f.stats.noteHorizon(h.FirstTimestamp)
 	}
 	return append(dst, b...), BatchCopied, nil
 }
@@ -371,6 +386,12 @@ func (f *Filter) data(dst []byte, h partlog.BatchHeader, b []byte) ([]byte, Outc
 		return dst, BatchDropped, err
 	}
 	needHorizon := tombstone && !h.HasDeleteHorizon()
+	switch {
+	case needHorizon:
+		f.stats.noteHorizon(f.cfg.Now + f.cfg.DeleteRetentionMs)
+	case tombstone:
+		f.stats.noteHorizon(h.FirstTimestamp)
+	}
 	switch {
 	case n == 0:
 		return f.emptyOrDrop(dst, h, b)

@@ -385,14 +385,25 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 // log end is made due, written at once when the log is durable up to there
 // or else by the first Sync that covers it. Older snapshots are pruned by
 // that write (writeSnapshot) and by the retention pass.
-func (p *Partition) logStartMoved(start int64) {
+func (p *Partition) logStartMoved(start int64) { p.snapshotAtEnd(start) }
+
+// SnapshotAtEnd makes a producer snapshot due at the log end now: after a
+// cleaning pass removed abort markers, so that the next load does not find
+// their entries.
+func (p *Partition) SnapshotAtEnd() { p.snapshotAtEnd(-1) }
+
+// snapshotAtEnd takes a producer snapshot at the log end, dropping first
+// the aborted entries below start (>= 0).
+func (p *Partition) snapshotAtEnd(start int64) {
 	ps := p.producers
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return
 	}
-	ps.dropAbortedBelow(start)
+	if start >= 0 {
+		ps.dropAbortedBelow(start)
+	}
 	p.expireProducersLocked()
 	end := p.log.LogEndOffset()
 	s := &pendingSnapshot{offset: end, epoch: p.log.Epoch()}

@@ -201,8 +201,12 @@ func SplitConfigList(v string) []string {
 // other clusters. Each key's Doc says which (docs/topics.md). Values kaas
 // cannot honour are refused with the reason, never accepted and ignored.
 var topicConfigs = map[string]TopicConfig{
-	"cleanup.policy": {Default: "delete", Type: ConfigTypeList, Check: listOf("delete"), Synonym: "log.cleanup.policy",
+	"cleanup.policy": {Default: "delete", Type: ConfigTypeList, Check: listOf("delete", "compact"), Synonym: "log.cleanup.policy",
 		Doc: "The retention policy of old log segments: a list of delete and compact. kaas supports delete only: segments are deleted once retention.ms or retention.bytes expires them."},
+	"delete.retention.ms":       {Default: "86400000", Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.cleaner.delete.retention.ms", Doc: "TEMP"},
+	"min.compaction.lag.ms":     {Default: "0", Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.cleaner.min.compaction.lag.ms", Doc: "TEMP"},
+	"max.compaction.lag.ms":     {Default: "9223372036854775807", Type: ConfigTypeLong, Check: longAtLeast(1), Synonym: "log.cleaner.max.compaction.lag.ms", Doc: "TEMP"},
+	"min.cleanable.dirty.ratio": {Default: "0.5", Type: ConfigTypeDouble, Synonym: "log.cleaner.min.cleanable.ratio", Doc: "TEMP"},
 	"retention.ms": {Default: "604800000", Type: ConfigTypeLong, Check: longAtLeast(-1), Synonym: "log.retention.ms",
 		Doc: "The longest time a log segment is kept, by its newest record's timestamp, before it is deleted; -1 keeps segments forever."},
 	"retention.bytes": {Default: "-1", Type: ConfigTypeLong, Check: longAtLeast(-1), Synonym: "log.retention.bytes",
@@ -275,13 +279,9 @@ func init() {
 // rejectedTopicConfigs are Kafka topic configs kaas refuses, with the
 // reason sent to the client.
 var rejectedTopicConfigs = map[string]string{
-	"delete.retention.ms":       "kaas does not compact topics",
-	"min.compaction.lag.ms":     "kaas does not compact topics",
-	"max.compaction.lag.ms":     "kaas does not compact topics",
-	"min.cleanable.dirty.ratio": "kaas does not compact topics",
-	"index.interval.bytes":      "kaas spaces its index entries itself (every 4 KiB)",
-	"segment.index.bytes":       "kaas sizes its indexes itself",
-	"segment.jitter.ms":         "kaas does not jitter segment rolls",
+	"index.interval.bytes": "kaas spaces its index entries itself (every 4 KiB)",
+	"segment.index.bytes":  "kaas sizes its indexes itself",
+	"segment.jitter.ms":    "kaas does not jitter segment rolls",
 }
 
 // LookupTopicConfig returns the description of a topic config kaas

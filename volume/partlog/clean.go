@@ -92,6 +92,10 @@ type CleanablePlan struct {
 	// FirstDirty (a segment holding it counts as dirty), for the dirty
 	// ratio.
 	CleanBytes, DirtyBytes int64
+	// DirtyTime is the newest record time (Unix ms) of the first dirty
+	// segment, 0 if unknown or there is none: what max.compaction.lag.ms
+	// is measured from.
+	DirtyTime int64
 }
 
 // CleanablePlan returns the range a pass may clean, as Kafka's
@@ -120,6 +124,9 @@ func (l *Log) CleanablePlan(now time.Time, minLag time.Duration, lastStable int6
 			}
 		}
 		if s.next > firstDirty {
+			if p.DirtyBytes == 0 {
+				p.DirtyTime, _ = l.segmentTimeLocked(s)
+			}
 			p.DirtyBytes += s.size
 		} else {
 			p.CleanBytes += s.size

@@ -33,6 +33,9 @@ type Options struct {
 	ProducerEpoch int16
 	BaseSequence  int32
 	Attributes    int16 // e.g. 0x10 transactional, 0x20 control (compression bits are not applied)
+	// Keys, if set, are the records' keys (a nil key is keyless); Values,
+	// if set, their values (a nil value is a tombstone).
+	Keys, Values [][]byte
 }
 
 // Make returns an uncompressed RecordBatch v2 described by o. Record i's
@@ -44,10 +47,16 @@ func Make(o Options) []byte {
 		for j := range value {
 			value[j] = byte(i)
 		}
+		if o.Values != nil {
+			value = o.Values[i]
+		}
 		r := kmsg.Record{
 			TimestampDelta64: int64(i) * o.TimestampStep,
 			OffsetDelta:      int32(i),
 			Value:            value,
+		}
+		if o.Keys != nil {
+			r.Key = o.Keys[i]
 		}
 		// Length counts everything after itself: encode once with a
 		// one-byte zero varint to measure, then for real.
