@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,5 +221,96 @@ func TestCompactPolicyOf(t *testing.T) {
 		if lim := logLimits(desired.TopicSpec{Configs: tc.configs}); ok && lim.SegmentAge != tc.age {
 			t.Errorf("logLimits(%v).SegmentAge = %v, want %v", tc.configs, lim.SegmentAge, tc.age)
 		}
+	}
+}
+
+// TestCleanerForgetsRemovedAbortsAfterACrash: a pass removes an aborted
+// transaction's data, a later one its abort marker; if the process dies
+// before the producer snapshot that forgets the aborted entry, the next
+// load starts from an older snapshot that still lists it, and must drop
+// it (read_committed consumers would otherwise skip the producer's later
+// transactions).
+func TestCleanerForgetsRemovedAbortsAfterACrash(t *testing.T) {
+	ctx := safety(t)
+	clock := newTestClock()
+	mem := memfs.New()
+	cfg := Config{FS: mem, DataDir: testData, ClusterDir: testCluster, BrokerID: 1,
+		RetentionCheckInterval: time.Hour, Now: clock.Now, Cleaner: CleanerConfig{Disable: true}}
+	e := startWith(t, cfg)
+	if _, err := e.CreateTopic(CreateTopicRequest{Name: "txns", Partitions: 1,
+		Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "1024", "segment.ms": "100",
+			"min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	mustServing(t, ctx, e.Engine, "txns")
+	p := mustPartition(t, e.Engine, "txns", 0)
+	pid, err := e.NextProducerID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := func(pid int64, seq int32, attrs int16, key string) []byte {
+		return partlogtest.Make(partlogtest.Options{NumRecords: 1, Timestamp: clock.Now().UnixMilli(), ProducerID: pid,
+			ProducerEpoch: 0, BaseSequence: seq, Attributes: attrs, Keys: [][]byte{[]byte(key)}, Values: [][]byte{[]byte("v")}})
+	}
+	p.Verified(pid, 0)
+	if _, err := p.Produce(ctx, keyed(pid, 0, 0x10, "aborted")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteMarker(ctx, pid, 0, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The producer writes on: the aborted batch is not its last, which the
+	// cleaner would keep (emptied), and with it the marker.
+	if _, err := p.Produce(ctx, keyed(pid, 1, 0, "k0")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if _, err := p.Produce(ctx, keyed(-1, -1, 0, fmt.Sprintf("k%d", i%5))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := p.Log().LogEndOffset()
+	if got := p.AbortedTransactions(0, end, nil); len(got) != 1 {
+		t.Fatalf("aborted list %+v, want the one transaction", got)
+	}
+	p.SnapshotAtEnd()
+	p.WaitSnapshot()
+	before, err := dataplane.SnapshotOffsets(mem, p.Dir())
+	if err != nil || len(before) == 0 {
+		t.Fatalf("snapshots %v, %v", before, err)
+	}
+	for i := range 3 { // the passes' snapshot comes after this one
+		if _, err := p.Produce(ctx, keyed(-1, -1, 0, fmt.Sprintf("k%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Second)
+	cleanAll(t, ctx, e.cleaner) // the aborted data goes, then the marker gets its horizon
+	clock.Advance(2 * time.Second)
+	cleanAll(t, ctx, e.cleaner) // the marker goes
+	if got := p.AbortedTransactions(0, end, nil); len(got) != 0 {
+		t.Fatalf("aborted list %+v after its marker was removed", got)
+	}
+	p.WaitSnapshot()
+	dir := p.Dir()
+	e.stop(t)
+	// The crash came before the snapshot that forgot the entry.
+	ents, err := mem.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range ents {
+		var off int64
+		if _, err := fmt.Sscanf(de.Name(), "%020d", &off); err == nil && strings.HasSuffix(de.Name(), ".producers") && off > before[len(before)-1] {
+			if err := mem.Remove(path.Join(dir, de.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e = startWith(t, cfg)
+	mustServing(t, ctx, e.Engine, "txns")
+	p = mustPartition(t, e.Engine, "txns", 0)
+	if got := p.AbortedTransactions(0, end, nil); len(got) != 0 {
+		t.Fatalf("after a reload from the older snapshot the aborted list is %+v: the removed marker's entry came back", got)
 	}
 }

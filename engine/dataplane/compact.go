@@ -200,10 +200,11 @@ type CleanStats struct {
 	// key, tombstones past their horizon, keyless (Kafka counts them
 	// invalid), of aborted transactions; and markers removed.
 	Superseded, Tombstones, Keyless, Aborted, Markers int64
-	// NextHorizon is the earliest delete horizon (Unix ms) of a tombstone
-	// or marker the pass kept, 0 if none: a pass at or after it removes
-	// them, so the partition is due for cleaning then even if nothing more
-	// is written.
+	// NextHorizon is when (Unix ms) a later pass has more to remove, 0 if
+	// never without new writes: the earliest delete horizon of a tombstone
+	// or marker the pass kept, or now when it removed an aborted
+	// transaction's data (its marker may go in the next pass). The
+	// partition is due for cleaning then even if nothing more is written.
 	NextHorizon int64
 }
 
@@ -351,6 +352,10 @@ func (f *Filter) control(dst []byte, h partlog.BatchHeader, b []byte) ([]byte, O
 func (f *Filter) data(dst []byte, h partlog.BatchHeader, b []byte) ([]byte, Outcome, error) {
 	if f.txns.onData(h) {
 		f.stats.Aborted += int64(h.NumRecords)
+		if h.NumRecords > 0 {
+			// Its abort marker becomes removable in the next pass.
+			f.stats.noteHorizon(f.cfg.Now)
+		}
 		return f.emptyOrDrop(dst, h, b)
 	}
 	if h.NumRecords == 0 {

@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -210,4 +212,54 @@ func sortAbortedByFirst(list []AbortedTxn) {
 		}
 		return cmp.Compare(a.LastOffset, b.LastOffset)
 	})
+}
+
+// errFoundMarker stops a scan at the batch it looked for.
+var errFoundMarker = errors.New("found")
+
+// dropCleanedAborts drops the aborted entries a snapshot (taken below
+// from) lists whose abort markers are no longer in the log: a cleaning
+// pass removed them, and the process crashed between its swap and the
+// producer snapshot that would have forgotten them, or an older snapshot
+// was the usable one. Such an entry would make read_committed consumers
+// skip its producer's later transactions. Only markers inside cleaned
+// segments can be gone, and those are few (a marker goes once its
+// horizon passed), so each is checked with one header read.
+func (ps *producerState) dropCleanedAborts(lg *partlog.Log, from int64) error {
+	var cleaned []partlog.SegmentInfo
+	for _, s := range lg.Segments() {
+		if s.Gen > 0 && s.Base < from {
+			cleaned = append(cleaned, s)
+		}
+	}
+	if len(cleaned) == 0 {
+		return nil
+	}
+	inCleaned := func(off int64) bool {
+		for _, s := range cleaned {
+			if off >= s.Base && off < s.EndOffset {
+				return true
+			}
+		}
+		return false
+	}
+	var gone []AbortedTxn
+	for _, a := range ps.aborted {
+		if a.LastOffset >= from || !inCleaned(a.LastOffset) {
+			continue
+		}
+		found := false
+		err := lg.Scan(a.LastOffset, func(h partlog.BatchHeader) error {
+			found = h.BaseOffset == a.LastOffset && h.IsControl() && h.ProducerID == a.ProducerID && h.NumRecords > 0
+			return errFoundMarker
+		})
+		if err != nil && !errors.Is(err, errFoundMarker) {
+			return fmt.Errorf("check the abort marker at offset %d: %w", a.LastOffset, err)
+		}
+		if !found {
+			gone = append(gone, a)
+		}
+	}
+	ps.dropAborted(gone)
+	return nil
 }

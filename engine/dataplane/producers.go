@@ -795,6 +795,9 @@ func loadProducerState(fsys volume.FS, dir string, lg *partlog.Log, limit int, l
 		return nil, 0, err
 	}
 	ps.dropAbortedBelow(logStart)
+	if err := ps.dropCleanedAborts(lg, from); err != nil {
+		return nil, 0, err
+	}
 	ps.rebuildOngoing()
 	ps.publishAborted()
 	return ps, replayed, nil
