@@ -175,4 +175,3 @@ var _ = Describe("Compaction", Label("compaction"), func() {
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 })
-
