@@ -36,19 +36,32 @@ var compactionArgs = []string{"--log-cleaner-backoff", "300ms"}
 
 // compactionFaults kills an owner, pauses one past its lease (a zombie
 // whose cleaning pass must be fenced), and power-cuts one's host, with
-// the cleaners running throughout.
+// the cleaners running throughout: one round of each, to keep the run
+// short (the fault-model scenarios above repeat each fault alone).
 func compactionFaults(ctx context.Context, c *chaosCluster) {
-	t1Kills(ctx, c, false)
-	for r := range c.rounds(2) {
-		b, _ := c.ownerOf(ctx, int32(r%chaosPartitions))
-		By(fmt.Sprintf("round %d: SIGSTOP broker %d for 3 leases while it cleans", r+1, b.ID))
-		b.Pause()
-		c.faults++
-		waitCtx(ctx, 3*chaosLease)
-		b.Resume()
-		c.settle(ctx)
-	}
-	t9PowerCuts(ctx, c)
+	b, i := c.ownerOf(ctx, 0)
+	By(fmt.Sprintf("SIGKILL broker %d while it cleans", b.ID))
+	b.Kill9()
+	c.faults++
+	waitCtx(ctx, chaosLease+time.Second)
+	c.restart(b)
+	c.settle(ctx)
+
+	b, _ = c.ownerOf(ctx, 1)
+	By(fmt.Sprintf("SIGSTOP broker %d for 3 leases while it cleans", b.ID))
+	b.Pause()
+	c.faults++
+	waitCtx(ctx, 3*chaosLease)
+	b.Resume()
+	c.settle(ctx)
+
+	b, i = c.ownerOf(ctx, 2)
+	By(fmt.Sprintf("power-cut host %d (broker %d) while it cleans", i+1, b.ID))
+	c.powerCut(i)
+	c.faults++
+	waitCtx(ctx, chaosLease)
+	c.restart(c.brokers[i])
+	c.settle(ctx)
 }
 
 var _ = Describe("Compaction under kills, zombies and power cuts", Label("chaos", "floor", "slow", "compaction"), Ordered, func() {
