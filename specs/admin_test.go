@@ -80,7 +80,7 @@ var _ = Describe("Admin APIs", Label("admin"), func() {
 		By("refusing unknown keys, bad values and APPEND to a non-list config with INVALID_CONFIG")
 		Expect(alter(kadm.AlterConfig{Op: kadm.SetConfig, Name: "no.such.config", Value: kadm.StringPtr("1")})).To(MatchError(kerr.InvalidConfig))
 		Expect(alter(kadm.AlterConfig{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("soon")})).To(MatchError(kerr.InvalidConfig))
-		Expect(alter(kadm.AlterConfig{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact")})).To(MatchError(kerr.InvalidConfig))
+		Expect(alter(kadm.AlterConfig{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("forever")})).To(MatchError(kerr.InvalidConfig))
 		Expect(alter(kadm.AlterConfig{Op: kadm.AppendConfig, Name: "retention.ms", Value: kadm.StringPtr("1")})).To(MatchError(kerr.InvalidConfig))
 		Expect(cfgValue(topicConfig(describeTopic(ctx, adm, topic), "segment.bytes"))).To(Equal("1048576"))
 

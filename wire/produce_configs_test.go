@@ -193,7 +193,8 @@ func TestCreateTopicCopiedConfigs(t *testing.T) {
 		"min.insync.replicas": "1", "preallocate": "false", "remote.storage.enable": "false",
 		"remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false",
 		"retention.bytes": "-1", "retention.ms": "604800000", "segment.bytes": "1073741824", "segment.ms": "604800000",
-		"unclean.leader.election.enable": "false",
+		"unclean.leader.election.enable": "false", "delete.retention.ms": "86400000", "min.compaction.lag.ms": "0",
+		"max.compaction.lag.ms": "9223372036854775807", "min.cleanable.dirty.ratio": "0.5",
 	}
 	b.createTopic(t, "copied", 1, copied)
 	c := b.dial(t)
