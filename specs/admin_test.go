@@ -39,6 +39,19 @@ func describeTopic(ctx SpecContext, adm *kadm.Client, topic string) kadm.Resourc
 	return rc
 }
 
+// newSaramaAdmin is a sarama ClusterAdmin of b speaking version's requests,
+// closed when the spec ends.
+func newSaramaAdmin(b *Broker, version sarama.KafkaVersion) sarama.ClusterAdmin {
+	GinkgoHelper()
+	cfg := sarama.NewConfig()
+	cfg.Version = version
+	cfg.Admin.Timeout = 15 * time.Second
+	sadm, err := sarama.NewClusterAdmin([]string{b.Addr}, cfg)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(sadm.Close)
+	return sadm
+}
+
 var _ = Describe("Admin APIs", Label("admin"), func() {
 	It("describes and alters configs, adds partitions and deletes records, with Kafka's error codes", func(ctx SpecContext) {
 		b := StartBroker(GinkgoT().TempDir(), WithBrokerArgs("--default-partitions=2"))
@@ -181,12 +194,7 @@ var _ = Describe("Admin APIs", Label("admin"), func() {
 		Expect(bresp[0].Err).To(MatchError(kerr.InvalidRequest))
 
 		By("sarama's ClusterAdmin describes the topic's configs")
-		scfg := sarama.NewConfig()
-		scfg.Version = sarama.V2_1_0_0
-		scfg.Admin.Timeout = 10 * time.Second
-		sadm, err := sarama.NewClusterAdmin([]string{b.Addr}, scfg)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(sadm.Close)
+		sadm := newSaramaAdmin(b, sarama.V2_1_0_0)
 		results, err := sadm.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic}},
 			sarama.DescribeConfigsOptions{IncludeSynonyms: true, IncludeDocumentation: true})
 		Expect(err).NotTo(HaveOccurred())
