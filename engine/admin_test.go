@@ -44,7 +44,7 @@ func TestAlterTopicConfigs(t *testing.T) {
 		{name: "unknown key", topic: "t", configs: map[string]string{"retention.ms": "5", "no.such.key": "1"}, wantErr: desired.ErrInvalidConfig, msg: "unknown topic config name: no.such.key", want: map[string]string{"retention.ms": "1000"}},
 		{name: "rejected key", topic: "t", configs: map[string]string{"segment.jitter.ms": "1"}, wantErr: desired.ErrInvalidConfig, msg: "does not jitter segment rolls", want: map[string]string{"retention.ms": "1000"}},
 		{name: "bad value", topic: "t", configs: map[string]string{"segment.bytes": "ten"}, wantErr: desired.ErrInvalidConfig, msg: "segment.bytes", want: map[string]string{"retention.ms": "1000"}},
-		{name: "compaction refused", topic: "t", configs: map[string]string{"cleanup.policy": "compact"}, wantErr: desired.ErrInvalidConfig, msg: "compact", want: map[string]string{"retention.ms": "1000"}},
+		{name: "unknown policy refused", topic: "t", configs: map[string]string{"cleanup.policy": "compact,forever"}, wantErr: desired.ErrInvalidConfig, msg: `"forever" is not supported`, want: map[string]string{"retention.ms": "1000"}},
 		{name: "validate only", topic: "t", configs: map[string]string{"segment.bytes": "2048"}, validate: true, want: map[string]string{"retention.ms": "1000"}},
 		{name: "unknown topic", topic: "nope", configs: map[string]string{"segment.bytes": "2048"}, wantErr: ErrUnknownTopic, want: map[string]string{"retention.ms": "1000"}},
 		{name: "invalid name", topic: "a/b", configs: nil, wantErr: desired.ErrInvalidTopic, want: map[string]string{"retention.ms": "1000"}},
@@ -120,7 +120,7 @@ func TestIncrementalAlterTopicConfigs(t *testing.T) {
 		{name: "append to non-list", ops: []ConfigOp{{Name: "retention.ms", Op: ConfigAppend, Value: "1"}}, wantErr: desired.ErrInvalidConfig, msg: "append is not allowed for config key: retention.ms", want: map[string]string{"retention.ms": "60000"}},
 		{name: "subtract from non-list", ops: []ConfigOp{{Name: "segment.ms", Op: ConfigSubtract, Value: "1"}}, wantErr: desired.ErrInvalidConfig, msg: "subtract is not allowed for config key: segment.ms", want: map[string]string{"retention.ms": "60000"}},
 		{name: "append present item", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: "delete"}}, want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
-		{name: "append compact", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: "compact"}}, wantErr: desired.ErrInvalidConfig, msg: `"compact" is not supported`, want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
+		{name: "append unknown policy", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: "forever"}}, wantErr: desired.ErrInvalidConfig, msg: `"forever" is not supported`, want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
 		{name: "subtract to empty", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigSubtract, Value: "delete"}}, wantErr: desired.ErrInvalidConfig, msg: "empty", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
 		{name: "subtract absent item", ops: []ConfigOp{{Name: "cleanup.policy", Op: ConfigSubtract, Value: "compact"}}, want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
 		{name: "unknown key", ops: []ConfigOp{{Name: "bogus", Op: ConfigDelete}}, wantErr: desired.ErrInvalidConfig, msg: "bogus", want: map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
@@ -262,6 +262,10 @@ func TestTopicConfigEntries(t *testing.T) {
 			if ce.Type != desired.ConfigTypeList || ce.Value != "delete" || ce.Source != desired.SourceDefault || len(ce.Synonyms) != 1 {
 				t.Errorf("cleanup.policy: %+v", ce)
 			}
+		case "min.cleanable.dirty.ratio":
+			if ce.Type != desired.ConfigTypeDouble || ce.Value != "0.5" || last.Name != "log.cleaner.min.cleanable.ratio" {
+				t.Errorf("min.cleanable.dirty.ratio: %+v", ce)
+			}
 		}
 	}
 	for _, k := range desired.RejectedTopicConfigNames() {
@@ -297,6 +301,10 @@ func TestBrokerConfigEntries(t *testing.T) {
 		{"transaction.max.timeout.ms", "900000", desired.SourceDefault},
 		{"log.retention.ms", "604800000", desired.SourceDefault},
 		{"log.cleanup.policy", "delete", desired.SourceDefault},
+		{"log.cleaner.delete.retention.ms", "86400000", desired.SourceDefault},
+		{"log.cleaner.min.compaction.lag.ms", "0", desired.SourceDefault},
+		{"log.cleaner.max.compaction.lag.ms", "9223372036854775807", desired.SourceDefault},
+		{"log.cleaner.min.cleanable.ratio", "0.5", desired.SourceDefault},
 		{"message.max.bytes", "1048588", desired.SourceDefault},
 		{"log.retention.check.interval.ms", "300000", desired.SourceDefault},
 	} {

@@ -24,6 +24,7 @@ var codecs = map[string]records.Codec{
 func produceRules(spec desired.TopicSpec) dataplane.ProduceRules {
 	r := dataplane.NoProduceRules
 	r.CreateTime = spec.ConfigValue("message.timestamp.type") == "CreateTime"
+	r.RequireKeys = spec.Compacted()
 	// As Kafka's LogConfig: the deprecated difference bound stands in for
 	// either bound still at its default.
 	diff := spec.ConfigInt("message.timestamp.difference.max.ms")

@@ -20,6 +20,10 @@ package wire
 //   message.timestamp.before.max.ms before and after.max.ms after the
 //   owner's clock, else the batch is INVALID_TIMESTAMP with Kafka's
 //   message, and from v8 a RecordErrors entry per record out of range.
+// * On a topic whose cleanup.policy includes compact, a record with a null
+//   key refuses its batch with INVALID_RECORD, Kafka's message, and from
+//   v8 a RecordErrors entry per keyless record ("Compacted topic cannot
+//   accept message without key in topic partition <topic>-<partition>").
 // * Every record of the batch is decoded first, as Kafka's LogValidator
 //   does (volume/records): a codec that does not exist, a broken or
 //   truncated compressed stream is CORRUPT_MESSAGE; a bad varint or

@@ -105,6 +105,9 @@ func TestDescribeConfigs(t *testing.T) {
 				if rt.ConfigType != kmsg.ConfigTypeLong || m["cleanup.policy"].ConfigType != kmsg.ConfigTypeList || rt.Documentation == nil {
 					t.Fatalf("v%d types/docs: %+v %+v", v, rt, m["cleanup.policy"])
 				}
+				if ratio := m["min.cleanable.dirty.ratio"]; ratio.ConfigType != kmsg.ConfigTypeDouble || deref(ratio.Value) != "0.5" {
+					t.Fatalf("v%d min.cleanable.dirty.ratio: %+v", v, ratio)
+				}
 			}
 		}
 	})
@@ -283,9 +286,15 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 			map[string]string{"retention.ms": "60000"}},
 		{"subtract from non-list", incrementalReq(false, topic, "iac", kv{"max.message.bytes", strp("1"), sub}), kerr.InvalidConfig.Code, "subtract is not allowed",
 			map[string]string{"retention.ms": "60000"}},
-		{"append compact", incrementalReq(false, topic, "iac", kv{"cleanup.policy", strp("compact"), app}), kerr.InvalidConfig.Code, "compact",
+		{"append unknown policy", incrementalReq(false, topic, "iac", kv{"cleanup.policy", strp("forever"), app}), kerr.InvalidConfig.Code, "forever",
 			map[string]string{"retention.ms": "60000"}},
 		{"append delete", incrementalReq(false, topic, "iac", kv{"cleanup.policy", strp("delete"), app}), 0, "",
+			map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
+		{"append compact", incrementalReq(false, topic, "iac", kv{"cleanup.policy", strp("compact"), app}, kv{"min.cleanable.dirty.ratio", strp("0.1"), set}), 0, "",
+			map[string]string{"retention.ms": "60000", "cleanup.policy": "delete,compact", "min.cleanable.dirty.ratio": "0.1"}},
+		{"bad ratio", incrementalReq(false, topic, "iac", kv{"min.cleanable.dirty.ratio", strp("1.5"), set}), kerr.InvalidConfig.Code, "min.cleanable.dirty.ratio",
+			map[string]string{"retention.ms": "60000", "cleanup.policy": "delete,compact", "min.cleanable.dirty.ratio": "0.1"}},
+		{"subtract compact", incrementalReq(false, topic, "iac", kv{"cleanup.policy", strp("compact"), sub}, kv{"min.cleanable.dirty.ratio", nil, del}), 0, "",
 			map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},
 		{"unknown key", incrementalReq(false, topic, "iac", kv{"log.retention.ms", strp("1"), set}), kerr.InvalidConfig.Code, "log.retention.ms",
 			map[string]string{"retention.ms": "60000", "cleanup.policy": "delete"}},

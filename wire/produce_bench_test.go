@@ -10,14 +10,23 @@ import (
 // BenchmarkProduceValidation compares the produce path's appends with and
 // without record validation, per codec, in one run: validate=off is what
 // appendBatch did before volume/records (split, then Append, which
-// checks the header and CRC), validate=on is appendBatch now. The batch
-// is 100 keyed records of 1 KiB compressible text; bytes/s counts the
-// uncompressed records. Run with -benchtime to taste and compare the
-// pairs: the ratio is the validation's cost.
+// checks the header and CRC), validate=on is appendBatch now, and
+// validate=keys is appendBatch on a compacted topic, whose records walk
+// also checks every record has a key. The batch is 100 keyed records of
+// 1 KiB compressible text; bytes/s counts the uncompressed records. Run
+// with -benchtime to taste and compare the triples: the ratios are the
+// validation's cost and the key check's.
 func BenchmarkProduceValidation(b *testing.B) {
 	br := startBroker(b, nil)
-	br.createTopic(b, "bench", 1, map[string]string{"retention.bytes": "67108864", "segment.bytes": "16777216"})
+	limits := map[string]string{"retention.bytes": "67108864", "segment.bytes": "16777216"}
+	br.createTopic(b, "bench", 1, limits)
+	limits["cleanup.policy"] = "compact"
+	br.createTopic(b, "bench-compact", 1, limits)
 	part, err := br.eng.Partition("bench", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	compacted, err := br.eng.Partition("bench-compact", 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -25,25 +34,26 @@ func BenchmarkProduceValidation(b *testing.B) {
 	raw := int64(len(recordstest.EncodeRecords(recs)))
 	for _, codec := range recordstest.Codecs {
 		batch := recordstest.Batch{Codec: codec, Records: recs}.Bytes()
-		for _, validate := range []bool{false, true} {
-			name := codec.String() + "/validate=off"
-			if validate {
-				name = codec.String() + "/validate=on"
-			}
-			b.Run(name, func(b *testing.B) {
+		for _, validate := range []string{"off", "on", "keys"} {
+			b.Run(codec.String()+"/validate="+validate, func(b *testing.B) {
 				b.SetBytes(raw)
 				b.ReportAllocs()
 				for b.Loop() {
-					if validate {
-						if _, _, err := appendBatch(part, batch, 9, false, 100<<20); err != nil {
+					switch validate {
+					case "on", "keys":
+						p := part
+						if validate == "keys" {
+							p = compacted
+						}
+						if _, _, err := appendBatch(p, batch, 9, false, 100<<20); err != nil {
 							b.Fatal(err)
 						}
-						continue
-					}
-					// The path before record validation: one batch,
-					// checked (header and CRC) by Append alone.
-					if _, _, err := part.Append(batch); err != nil {
-						b.Fatal(err)
+					default:
+						// The path before record validation: one batch,
+						// checked (header and CRC) by Append alone.
+						if _, _, err := part.Append(batch); err != nil {
+							b.Fatal(err)
+						}
 					}
 				}
 			})

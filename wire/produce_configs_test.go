@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
@@ -193,7 +194,8 @@ func TestCreateTopicCopiedConfigs(t *testing.T) {
 		"min.insync.replicas": "1", "preallocate": "false", "remote.storage.enable": "false",
 		"remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false",
 		"retention.bytes": "-1", "retention.ms": "604800000", "segment.bytes": "1073741824", "segment.ms": "604800000",
-		"unclean.leader.election.enable": "false",
+		"unclean.leader.election.enable": "false", "delete.retention.ms": "86400000", "min.compaction.lag.ms": "0",
+		"max.compaction.lag.ms": "9223372036854775807", "min.cleanable.dirty.ratio": "0.5",
 	}
 	b.createTopic(t, "copied", 1, copied)
 	c := b.dial(t)
@@ -323,5 +325,106 @@ func TestRecompressedReadByRealClients(t *testing.T) {
 			}
 			check("kcat", strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"))
 		})
+	}
+}
+
+// keyedBatch is an uncompressed batch whose records have the given keys
+// (nil: null).
+func keyedBatch(keys ...[]byte) []byte {
+	recs := make([]recordstest.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = recordstest.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Key: k, Value: []byte("v")}
+	}
+	return recordstest.Batch{Records: recs, FirstTS: time.Now().UnixMilli()}.Bytes()
+}
+
+// TestProduceKeylessCompacted: on a topic whose cleanup.policy includes
+// compact, a batch holding a record without a key is refused whole with
+// INVALID_RECORD, Kafka's message and, from v8, a record error naming the
+// record; nothing is stored. A policy changed by IncrementalAlterConfigs
+// applies to the partition already served; delete topics take keyless
+// records. franz-go and sarama producers see INVALID_RECORD.
+func TestProduceKeylessCompacted(t *testing.T) {
+	b := startBroker(t, nil)
+	for _, topic := range []string{"compact", "compact-delete", "delete", "altered"} {
+		policy := strings.ReplaceAll(topic, "-", ",")
+		if topic == "altered" {
+			policy = "delete"
+		}
+		b.createTopic(t, topic, 1, map[string]string{"cleanup.policy": policy})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	adm := kadm.NewClient(b.client(t))
+	alt, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: strp("compact")}}, "altered")
+	if err != nil || len(alt) != 1 || alt[0].Err != nil {
+		t.Fatalf("AlterTopicConfigs: %v %+v", err, alt)
+	}
+	c := b.dial(t)
+	k := []byte("k")
+	for _, tc := range []struct {
+		topic   string
+		batch   []byte
+		refused []int32 // the record errors' indexes; nil: accepted
+	}{
+		{"compact", keyedBatch(k, []byte{}, k), nil},
+		{"compact", keyedBatch(k, nil, k), []int32{1}},
+		{"compact-delete", keyedBatch(nil), []int32{0}},
+		{"altered", keyedBatch(nil, nil), []int32{0, 1}},
+		{"delete", keyedBatch(nil, k), nil},
+	} {
+		part, err := b.eng.Partition(tc.topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := part.Log().LogEndOffset()
+		p := c.produce(9, tc.topic, tc.batch)
+		if tc.refused == nil {
+			if p.ErrorCode != 0 {
+				t.Fatalf("%s: refused: %d %q", tc.topic, p.ErrorCode, deref(p.ErrorMessage))
+			}
+			continue
+		}
+		want := "Compacted topic cannot accept message without key in topic partition " + tc.topic + "-0"
+		if p.ErrorCode != kerr.InvalidRecord.Code || !strings.HasPrefix(deref(p.ErrorMessage), fmt.Sprintf("One or more records have been rejected due to %d record errors", len(tc.refused))) {
+			t.Fatalf("%s: error %d %q, want INVALID_RECORD", tc.topic, p.ErrorCode, deref(p.ErrorMessage))
+		}
+		if len(p.ErrorRecords) != len(tc.refused) {
+			t.Fatalf("%s: record errors %+v", tc.topic, recordMessages(p.ErrorRecords))
+		}
+		for i, r := range p.ErrorRecords {
+			if r.RelativeOffset != tc.refused[i] || deref(r.ErrorMessage) != want {
+				t.Errorf("%s: record error %d: %d %q, want %d %q", tc.topic, i, r.RelativeOffset, deref(r.ErrorMessage), tc.refused[i], want)
+			}
+		}
+		if p7 := c.produce(7, tc.topic, tc.batch); p7.ErrorCode != kerr.InvalidRecord.Code || p7.ErrorMessage != nil || p7.ErrorRecords != nil {
+			t.Errorf("%s, v7: %+v", tc.topic, p7)
+		}
+		if end := part.Log().LogEndOffset(); end != before {
+			t.Errorf("%s: log end %d after refused batches, was %d", tc.topic, end, before)
+		}
+	}
+
+	cl := b.client(t, kgo.DefaultProduceTopic("compact"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("no key")}).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Errorf("franz-go keyless produce: %v, want INVALID_RECORD", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Key: k, Value: []byte("keyed")}).FirstErr(); err != nil {
+		t.Errorf("franz-go keyed produce: %v", err)
+	}
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_1_0_0
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Retry.Max = 0
+	sp, err := sarama.NewSyncProducer([]string{b.addr}, cfg)
+	if err != nil {
+		t.Fatalf("sarama: %v", err)
+	}
+	defer sp.Close()
+	if _, _, err := sp.SendMessage(&sarama.ProducerMessage{Topic: "compact", Value: sarama.StringEncoder("no key")}); !errors.Is(err, sarama.ErrInvalidRecord) {
+		t.Errorf("sarama keyless produce: %v, want INVALID_RECORD", err)
+	}
+	if _, _, err := sp.SendMessage(&sarama.ProducerMessage{Topic: "compact", Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("keyed")}); err != nil {
+		t.Errorf("sarama keyed produce: %v", err)
 	}
 }

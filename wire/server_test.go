@@ -656,7 +656,7 @@ func TestCreateDeleteTopics(t *testing.T) {
 		}{
 			{"unknown config", "cfg", 1, map[string]string{"no.such.config": "1"}, kerr.InvalidConfig.Code},
 			{"bad config value", "cfg", 1, map[string]string{"retention.ms": "soon"}, kerr.InvalidConfig.Code},
-			{"unsupported config value", "cfg", 1, map[string]string{"cleanup.policy": "compact"}, kerr.InvalidConfig.Code},
+			{"unsupported config value", "cfg", 1, map[string]string{"cleanup.policy": "compact,forever"}, kerr.InvalidConfig.Code},
 			{"invalid name", "a b", 1, nil, kerr.InvalidTopicException.Code},
 			{"reserved name", "__transaction_state", 1, nil, kerr.InvalidTopicException.Code},
 			{"zero partitions", "cfg", 0, nil, kerr.InvalidPartitions.Code},

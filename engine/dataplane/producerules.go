@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/kaas-dev/kaas/volume/partlog"
@@ -26,6 +27,10 @@ type ProduceRules struct {
 	// (records.DefaultLevel: the codec's default).
 	Codec records.Codec
 	Level int
+	// RequireKeys refuses a batch holding a record whose key is null, as
+	// Kafka does on a topic whose cleanup.policy includes compact (the
+	// cleaner could never drop such a record).
+	RequireKeys bool
 }
 
 // Producer is the ProduceRules.Codec that keeps the producer's codec
@@ -75,20 +80,20 @@ func (e *RecordsRefusedError) Unwrap() error { return e.Err }
 // rules, and returns the batch to append: c itself, or c re-encoded with
 // the topic's codec. Errors are volume/records' or a *RecordsRefusedError.
 //
-// Unless it re-encodes, it allocates nothing: without timestamp bounds it
-// is the records check alone, with them the same walk checks each
-// record's timestamp on the way.
+// Unless it re-encodes or refuses, it allocates nothing: without timestamp
+// bounds or required keys it is the records check alone, with them the
+// same walk checks each record's key and timestamp on the way.
 func (p *Partition) Prepare(c partlog.Checked, limit int) (partlog.Checked, error) {
 	r := p.produceRules()
 	h := c.Header()
 	v := records.Acquire()
 	defer v.Release()
 	bounded := r.CreateTime && !h.LogAppendTime() && (r.TimestampBefore != math.MaxInt64 || r.TimestampAfter != math.MaxInt64)
-	if !bounded {
+	if !bounded && !r.RequireKeys {
 		if err := v.Validate(c.Bytes(), limit); err != nil {
 			return c, err
 		}
-	} else if err := p.checkTimestamps(v, c, limit, r); err != nil {
+	} else if err := p.checkRecords(v, c, limit, r, bounded); err != nil {
 		return c, err
 	}
 	// Kafka never recompresses a batch to the codec it has, nor a control
@@ -109,33 +114,68 @@ func (p *Partition) Prepare(c partlog.Checked, limit int) (partlog.Checked, erro
 	return rc, nil
 }
 
-// checkTimestamps validates c's records as Validate does and checks each
-// CreateTime timestamp against the topic's bounds at the owner's clock, as
-// Kafka's LogValidator: every record is checked and each one out of range
-// listed, a record without a timestamp (-1) never is.
-func (p *Partition) checkTimestamps(v *records.Validator, c partlog.Checked, limit int, r ProduceRules) error {
-	now := time.Now
-	if p.now != nil {
-		now = p.now
+// checkRecords validates c's records as Validate does and checks each
+// record against the topic's rules, as Kafka's LogValidator: with
+// r.RequireKeys a record with a null key is refused (INVALID_RECORD), and
+// when bounded a CreateTime timestamp outside the bounds at the owner's
+// clock is refused (INVALID_TIMESTAMP); a record without a timestamp (-1)
+// never is. Every record is checked and each refused one listed, under
+// its key error if it has both; one timestamp error makes the whole batch
+// INVALID_TIMESTAMP.
+func (p *Partition) checkRecords(v *records.Validator, c partlog.Checked, limit int, r ProduceRules, bounded bool) error {
+	var ms int64
+	if bounded {
+		now := time.Now
+		if p.now != nil {
+			now = p.now
+		}
+		ms = now().UnixMilli()
 	}
-	ms := now().UnixMilli()
 	base := c.Header().BaseOffset
 	var bad []RecordError
+	var keyless string // the message, made at the first keyless record
+	badTimestamp := false
 	err := v.Each(c.Bytes(), limit, func(delta int32, ts int64) bool {
+		if r.RequireKeys && v.NullKey() {
+			if keyless == "" {
+				keyless = fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d", p.Topic, p.Index)
+			}
+			bad = append(bad, RecordError{Index: delta, Message: keyless})
+			return true
+		}
 		// Kafka's arithmetic, overflow included: diff beyond either bound.
-		if diff := ms - ts; ts != -1 && (diff > r.TimestampBefore || -diff > r.TimestampAfter) {
+		if diff := ms - ts; bounded && ts != -1 && (diff > r.TimestampBefore || -diff > r.TimestampAfter) {
+			badTimestamp = true
 			bad = append(bad, RecordError{Index: delta, Message: fmt.Sprintf(
 				"Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
 				ts, base+int64(delta), ms-r.TimestampBefore, ms+r.TimestampAfter)})
 		}
 		return true
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if len(bad) > 0 {
+	case badTimestamp:
 		return &RecordsRefusedError{Err: ErrInvalidTimestamp, Records: bad,
 			Message: "One or more records have been rejected due to invalid timestamp"}
+	case len(bad) > 0:
+		return &RecordsRefusedError{Err: ErrInvalidRecord, Records: bad, Message: recordErrorsMessage(bad)}
 	}
 	return nil
+}
+
+// recordErrorsMessage is Kafka's partition-level message for records
+// refused as INVALID_RECORD: the count, then the first three errors as
+// Kafka's RecordError prints them.
+func recordErrorsMessage(bad []RecordError) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "One or more records have been rejected due to %d record errors in total, and only showing the first three errors at most: [", len(bad))
+	for i, e := range bad[:min(len(bad), 3)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "RecordError(batchIndex=%d, message='%s')", e.Index, e.Message)
+	}
+	b.WriteString("]")
+	return b.String()
 }

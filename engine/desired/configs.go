@@ -2,7 +2,9 @@ package desired
 
 import (
 	"fmt"
+	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,6 +114,20 @@ func intIn(min, max int64) func(string) error {
 	}
 }
 
+// doubleIn checks a DOUBLE config that must lie in [min, max].
+func doubleIn(min, max float64) func(string) error {
+	return func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) {
+			return fmt.Errorf("%q is not a number (DOUBLE)", v)
+		}
+		if f < min || f > max {
+			return fmt.Errorf("%s is not within [%g, %g]", v, min, max)
+		}
+		return nil
+	}
+}
+
 // gzipLevel is Kafka's check of compression.gzip.level: 1 to 9, or -1.
 func gzipLevel(v string) error {
 	if v == "-1" {
@@ -202,11 +218,15 @@ func SplitConfigList(v string) []string {
 // cannot honour are refused with the reason, never accepted and ignored.
 var topicConfigs = map[string]TopicConfig{
 	"cleanup.policy": {Default: "delete", Type: ConfigTypeList, Check: listOf("delete", "compact"), Synonym: "log.cleanup.policy",
-		Doc: "The retention policy of old log segments: a list of delete and compact. kaas supports delete only: segments are deleted once retention.ms or retention.bytes expires them."},
-	"delete.retention.ms":       {Default: "86400000", Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.cleaner.delete.retention.ms", Doc: "TEMP"},
-	"min.compaction.lag.ms":     {Default: "0", Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.cleaner.min.compaction.lag.ms", Doc: "TEMP"},
-	"max.compaction.lag.ms":     {Default: "9223372036854775807", Type: ConfigTypeLong, Check: longAtLeast(1), Synonym: "log.cleaner.max.compaction.lag.ms", Doc: "TEMP"},
-	"min.cleanable.dirty.ratio": {Default: "0.5", Type: ConfigTypeDouble, Synonym: "log.cleaner.min.cleanable.ratio", Doc: "TEMP"},
+		Doc: "What happens to old log segments: a list of delete and compact. delete removes whole segments once retention.ms or retention.bytes expires them; compact has the broker's cleaner keep only the latest record of each key in the segments it may clean (records without a key are refused on produce); compact,delete does both."},
+	"delete.retention.ms": {Default: "86400000", Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.cleaner.delete.retention.ms",
+		Doc: "On a compacted topic, how long a tombstone (a record with a null value) and a transaction marker are kept after the cleaner first reaches them, so that a consumer reading from the start sees the delete."},
+	"min.compaction.lag.ms": {Default: "0", Type: ConfigTypeLong, Check: longAtLeast(0), Synonym: "log.cleaner.min.compaction.lag.ms",
+		Doc: "On a compacted topic, the least time a record stays uncompacted: records newer than this, by timestamp, are never cleaned."},
+	"max.compaction.lag.ms": {Default: maxLong, Type: ConfigTypeLong, Check: longAtLeast(1), Synonym: "log.cleaner.max.compaction.lag.ms",
+		Doc: "On a compacted topic, the longest time a record may stay uncompacted: a partition holding older uncleaned records is cleaned whatever its dirty ratio."},
+	"min.cleanable.dirty.ratio": {Default: "0.5", Type: ConfigTypeDouble, Check: doubleIn(0, 1), Synonym: "log.cleaner.min.cleanable.ratio",
+		Doc: "On a compacted topic, the share of the log not yet cleaned (0 to 1) above which the cleaner cleans the partition: lower cleans more often, keeping fewer superseded records at more I/O."},
 	"retention.ms": {Default: "604800000", Type: ConfigTypeLong, Check: longAtLeast(-1), Synonym: "log.retention.ms",
 		Doc: "The longest time a log segment is kept, by its newest record's timestamp, before it is deleted; -1 keeps segments forever."},
 	"retention.bytes": {Default: "-1", Type: ConfigTypeLong, Check: longAtLeast(-1), Synonym: "log.retention.bytes",
@@ -334,6 +354,20 @@ func (s TopicSpec) ConfigValue(key string) string {
 func (s TopicSpec) ConfigInt(key string) int64 {
 	n, _ := strconv.ParseInt(s.ConfigValue(key), 10, 64)
 	return n
+}
+
+// ConfigFloat returns a DOUBLE config of the topic (0 when it does not
+// parse).
+func (s TopicSpec) ConfigFloat(key string) float64 {
+	f, _ := strconv.ParseFloat(s.ConfigValue(key), 64)
+	return f
+}
+
+// Compacted reports whether the topic's cleanup.policy includes compact:
+// its partitions are compacted by the broker's cleaner, and produce refuses
+// records without a key.
+func (s TopicSpec) Compacted() bool {
+	return slices.Contains(SplitConfigList(s.ConfigValue("cleanup.policy")), "compact")
 }
 
 // TopicConfigNames lists every topic config key, sorted.

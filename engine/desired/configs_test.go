@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -53,7 +54,31 @@ func TestValidateTopicConfigs(t *testing.T) {
 		{"local.retention.bytes", "-1", "no tiered storage"},
 		{"segment.jitter.ms", "0", "does not jitter segment rolls"},
 		{"index.interval.bytes", "4096", "spaces its index entries itself"},
-		{"delete.retention.ms", "1000", "does not compact"},
+		{"segment.index.bytes", "10485760", "sizes its indexes itself"},
+		{"cleanup.policy", "compact", ""},
+		{"cleanup.policy", "delete", ""},
+		{"cleanup.policy", "compact,delete", ""},
+		{"cleanup.policy", "delete,compact", ""},
+		{"cleanup.policy", "compact, delete", ""},
+		{"cleanup.policy", "", "the list is empty"},
+		{"cleanup.policy", "compact,forever", `"forever" is not supported`},
+		{"delete.retention.ms", "86400000", ""},
+		{"delete.retention.ms", "0", ""},
+		{"delete.retention.ms", "-1", "below the minimum 0"},
+		{"min.compaction.lag.ms", "0", ""},
+		{"min.compaction.lag.ms", "-1", "below the minimum 0"},
+		{"max.compaction.lag.ms", "1", ""},
+		{"max.compaction.lag.ms", maxLong, ""},
+		{"max.compaction.lag.ms", "0", "below the minimum 1"},
+		{"min.cleanable.dirty.ratio", "0.5", ""},
+		{"min.cleanable.dirty.ratio", "0", ""},
+		{"min.cleanable.dirty.ratio", "1", ""},
+		{"min.cleanable.dirty.ratio", "0.01", ""},
+		{"min.cleanable.dirty.ratio", "1e-3", ""},
+		{"min.cleanable.dirty.ratio", "1.01", "not within [0, 1]"},
+		{"min.cleanable.dirty.ratio", "-0.1", "not within [0, 1]"},
+		{"min.cleanable.dirty.ratio", "NaN", "not a number"},
+		{"min.cleanable.dirty.ratio", "half", "not a number"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			err := ValidateTopicConfigs(map[string]string{tc.key: tc.value})
@@ -78,6 +103,40 @@ func TestTopicConfigDefaultsValid(t *testing.T) {
 		}
 		if c.Doc == "" {
 			t.Errorf("%s: no documentation", name)
+		}
+	}
+}
+
+// TestTopicSpecCompaction: Compacted follows cleanup.policy, and the
+// compaction settings read back at their defaults or the topic's values.
+func TestTopicSpecCompaction(t *testing.T) {
+	for _, tc := range []struct {
+		configs   map[string]string
+		compacted bool
+		ratio     float64
+		minLag    int64
+	}{
+		{nil, false, 0.5, 0},
+		{map[string]string{"cleanup.policy": "delete"}, false, 0.5, 0},
+		{map[string]string{"cleanup.policy": "compact"}, true, 0.5, 0},
+		{map[string]string{"cleanup.policy": "delete, compact", "min.cleanable.dirty.ratio": "0.01"}, true, 0.01, 0},
+		{map[string]string{"cleanup.policy": "compact,delete", "min.compaction.lag.ms": "90000000"}, true, 0.5, 90000000},
+	} {
+		s := TopicSpec{Configs: tc.configs}
+		if got := s.Compacted(); got != tc.compacted {
+			t.Errorf("%v: Compacted() = %v", tc.configs, got)
+		}
+		if got := s.ConfigFloat("min.cleanable.dirty.ratio"); got != tc.ratio {
+			t.Errorf("%v: min.cleanable.dirty.ratio %v, want %v", tc.configs, got, tc.ratio)
+		}
+		if got := s.ConfigInt("min.compaction.lag.ms"); got != tc.minLag {
+			t.Errorf("%v: min.compaction.lag.ms %d, want %d", tc.configs, got, tc.minLag)
+		}
+		if got := s.ConfigInt("delete.retention.ms"); got != 86400000 {
+			t.Errorf("%v: delete.retention.ms %d", tc.configs, got)
+		}
+		if got := s.ConfigInt("max.compaction.lag.ms"); got != math.MaxInt64 {
+			t.Errorf("%v: max.compaction.lag.ms %d", tc.configs, got)
 		}
 	}
 }

@@ -64,7 +64,7 @@ func TestManagedEnsureTopic(t *testing.T) {
 		{name: "configs back to defaults", existing: []TopicSpec{managedSpec("id1", 3, map[string]string{"retention.ms": "1000"})},
 			want:  want(3, nil),
 			after: &TopicSpec{Name: "orders", ID: "id1", Partitions: 3, Generation: 2, ManagedBy: testManagedBy}},
-		{name: "invalid config", want: want(3, map[string]string{"cleanup.policy": "compact"}), wantErr: ErrInvalidConfig, msg: "compact"},
+		{name: "invalid config", want: want(3, map[string]string{"cleanup.policy": "forever"}), wantErr: ErrInvalidConfig, msg: "forever"},
 		{name: "unknown config", want: want(3, map[string]string{"segment.jitter.ms": "1"}), wantErr: ErrInvalidConfig, msg: "segment.jitter.ms"},
 		{name: "invalid name", want: ManagedTopic{Name: "a/b", Partitions: 1, ManagedBy: testManagedBy}, wantErr: ErrInvalidTopic},
 		{name: "too many partitions", want: want(MaxPartitions+1, nil), wantErr: ErrInvalidPartitions},

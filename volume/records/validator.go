@@ -71,6 +71,10 @@ func (v *Validator) Each(batch []byte, limit int, fn func(offsetDelta int32, tim
 	return v.walk(batch, limit, false, fn)
 }
 
+// NullKey reports whether the record Each (or EachStored) last passed to
+// its fn has a null key; it is only meaningful inside fn.
+func (v *Validator) NullKey() bool { return v.key.n < 0 }
+
 // ValidateStored checks batch as it may lie in a partition's log, which
 // the log cleaner may have rewritten as Kafka's does (docs/volume.md,
 // Layout): it is Validate except that the batch may hold fewer records

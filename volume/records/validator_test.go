@@ -3,6 +3,7 @@ package records
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -174,6 +175,31 @@ func TestValidateAllocs(t *testing.T) {
 		}
 		if n := testing.AllocsPerRun(20, func() { _ = v.Validate(b, testLimit) }); n != 0 {
 			t.Errorf("%s: %.1f allocations per batch", c, n)
+		}
+	}
+}
+
+// TestNullKey: inside Each's fn, NullKey tells the record's null key (-1)
+// from an empty or present one, for every codec.
+func TestNullKey(t *testing.T) {
+	keys := [][]byte{[]byte("k"), nil, {}, nil, []byte("key")}
+	want := []bool{false, true, false, true, false}
+	recs := make([]rt.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = rt.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Key: k, Value: []byte("v")}
+	}
+	v := new(Validator)
+	for _, c := range rt.Codecs {
+		var got []bool
+		err := v.Each(rt.Batch{Codec: c, Records: recs}.Bytes(), testLimit, func(int32, int64) bool {
+			got = append(got, v.NullKey())
+			return true
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: null keys %v, want %v", c, got, want)
 		}
 	}
 }
