@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,15 +94,11 @@ type compactPolicy struct {
 // compactPolicyOf returns the topic's compaction policy, and false when
 // its cleanup.policy does not include compact.
 func compactPolicyOf(spec desired.TopicSpec) (compactPolicy, bool) {
-	if !hasPolicy(spec, "compact") {
+	if !spec.Compacted() {
 		return compactPolicy{}, false
 	}
-	ratio, err := strconv.ParseFloat(spec.ConfigValue("min.cleanable.dirty.ratio"), 64)
-	if err != nil {
-		ratio = 0.5
-	}
 	p := compactPolicy{
-		minDirtyRatio:   ratio,
+		minDirtyRatio:   spec.ConfigFloat("min.cleanable.dirty.ratio"),
 		minLag:          msDuration(spec.ConfigInt("min.compaction.lag.ms")),
 		maxLag:          msDuration(spec.ConfigInt("max.compaction.lag.ms")),
 		deleteRetention: msDuration(spec.ConfigInt("delete.retention.ms")),
@@ -116,16 +110,6 @@ func compactPolicyOf(spec desired.TopicSpec) (compactPolicy, bool) {
 	}
 	p.segmentAge = min(msDuration(spec.ConfigInt("segment.ms")), p.maxLag)
 	return p, true
-}
-
-// hasPolicy reports whether the topic's cleanup.policy lists pol.
-func hasPolicy(spec desired.TopicSpec, pol string) bool {
-	for _, it := range strings.Split(spec.ConfigValue("cleanup.policy"), ",") {
-		if strings.TrimSpace(it) == pol {
-			return true
-		}
-	}
-	return false
 }
 
 // msDuration is a config in milliseconds as a duration, saturating.

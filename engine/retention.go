@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/kaas-dev/kaas/engine/desired"
@@ -45,7 +46,7 @@ type RetentionStats struct {
 // retentionPolicyOf returns the topic's retention policy, and false when
 // its cleanup.policy does not include delete.
 func retentionPolicyOf(spec desired.TopicSpec) (partlog.RetentionPolicy, bool) {
-	return partlog.RetentionPolicy{Ms: spec.ConfigInt("retention.ms"), Bytes: spec.ConfigInt("retention.bytes")}, hasPolicy(spec, "delete")
+	return partlog.RetentionPolicy{Ms: spec.ConfigInt("retention.ms"), Bytes: spec.ConfigInt("retention.bytes")}, slices.Contains(desired.SplitConfigList(spec.ConfigValue("cleanup.policy")), "delete")
 }
 
 // retentionPass enforces retention once on every partition this broker
