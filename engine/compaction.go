@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,7 +219,25 @@ func (c *cleaner) thread(ctx context.Context) {
 	}
 }
 
-func cleanerKey(p *dataplane.Partition) string { return openKey(p.Topic, p.Index, p.TopicID) }
+// cleanerKey names a partition in the cleaner's maps. It leaves the
+// topic ID out, so that a release can forget it knowing only the name; an
+// entry a recreated topic inherits costs at most one early pass.
+func cleanerKey(p *dataplane.Partition) string { return partitionKey(p.Topic, p.Index) }
+
+func partitionKey(topic string, index int32) string { return topic + "/" + strconv.Itoa(int(index)) }
+
+// forget drops what the cleaner remembers of a partition this broker let
+// go of.
+func (c *cleaner) forget(topic string, index int32) {
+	if c == nil {
+		return // an engine built by hand in a test
+	}
+	key := partitionKey(topic, index)
+	c.mu.Lock()
+	delete(c.retryAt, key)
+	delete(c.horizons, key)
+	c.mu.Unlock()
+}
 
 // pick chooses the served compacted partition most worth cleaning now and
 // marks it busy; false if none needs cleaning.
@@ -228,10 +247,10 @@ func (c *cleaner) pick() (servedPartition, bool) {
 	bestScore := -1.0
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, sp := range c.e.routes.served() {
-		pol, ok := compactPolicyOf(sp.spec)
+	for _, sp := range c.e.routes.servedWhere(desired.TopicSpec.Compacted) {
+		pol, _ := compactPolicyOf(sp.spec)
 		key := cleanerKey(sp.p)
-		if !ok || c.busy[key] || now.Before(c.retryAt[key]) {
+		if c.busy[key] || now.Before(c.retryAt[key]) {
 			continue
 		}
 		score, due := c.score(sp.p, pol, now, key)

@@ -599,6 +599,7 @@ func (e *Engine) forgetPartitionMachines(topic string, index int32) {
 	obj := states.PartitionObject(topic, index)
 	e.machines.forget(states.PartitionOpen.Kind, obj)
 	e.machines.forget(states.SegmentCompact.Kind, obj)
+	e.cleaner.forget(topic, index)
 }
 
 // release unpublishes and closes a partition this broker no longer owns.

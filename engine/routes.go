@@ -290,6 +290,25 @@ func (r *routingTable) served() []servedPartition {
 	return out
 }
 
+// servedWhere lists the partitions served now of the topics whose spec
+// keep accepts, asking keep once per topic.
+func (r *routingTable) servedWhere(keep func(desired.TopicSpec) bool) []servedPartition {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []servedPartition
+	for _, t := range r.topics {
+		if !keep(t.spec) {
+			continue
+		}
+		for _, p := range t.parts {
+			if p != nil {
+				out = append(out, servedPartition{spec: t.spec, p: p})
+			}
+		}
+	}
+	return out
+}
+
 // livePartitions counts the partitions of every live topic.
 func (r *routingTable) livePartitions() int64 {
 	r.mu.RLock()
