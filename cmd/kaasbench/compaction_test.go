@@ -57,9 +57,28 @@ func TestCleanerBackoff(t *testing.T) {
 		{[]string{"-log-cleaner-backoff", "250ms"}, 250 * time.Millisecond},
 		{[]string{"--log-cleaner-threads=2", "--log-cleaner-backoff=x"}, 15 * time.Second},
 		{[]string{"--log-cleaner-backoff"}, 15 * time.Second},
+		{[]string{"--log-cleaner-backoff=1s", "--log-cleaner-backoff=2s"}, 2 * time.Second},
 	} {
 		if got := cleanerBackoff(tc.flags); got != tc.want {
 			t.Errorf("cleanerBackoff(%q) = %s, want %s", tc.flags, got, tc.want)
+		}
+	}
+}
+
+func TestCleanerEnabled(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  bool
+	}{
+		{nil, true},
+		{[]string{"--log-cleaner-threads=2"}, true},
+		{[]string{"--log-cleaner-enable=false"}, false},
+		{[]string{"-log-cleaner-enable=0"}, false},
+		{[]string{"--log-cleaner-enable=false", "--log-cleaner-enable"}, true},
+		{[]string{"--log-cleaner-enable=true"}, true},
+	} {
+		if got := cleanerEnabled(tc.flags); got != tc.want {
+			t.Errorf("cleanerEnabled(%q) = %t, want %t", tc.flags, got, tc.want)
 		}
 	}
 }
