@@ -23,7 +23,7 @@ package main
 // directory (sum of file sizes and of allocated blocks) at the end of each
 // half and after the settle.
 //
-//	go build ./cmd/kaas-broker ./cmd/kaasbench
+//	go build -o . ./cmd/kaas-broker ./cmd/kaasbench
 //	./kaasbench compaction --broker ./kaas-broker --duration 60s --rate 4000
 
 import (
