@@ -13,6 +13,10 @@
 //	kaasbench scale [flags]     many partitions on a few brokers: create, idle
 //	                            cost, Metadata, produce, kill -9 (scale.go)
 //	kaasbench --listeners ...   the same load on several listeners (listeners.go)
+//	kaasbench compaction [flags]
+//	                            the log cleaner's throughput, its effect on
+//	                            produce latency, disk reclaimed; starts its
+//	                            own kaas-broker (compaction.go)
 //
 //	# kaas on loopback, compared with kfake and the disk kaas writes to
 //	kaasbench --brokers 127.0.0.1:9092 --kfake --disk /var/lib/kaas
@@ -442,6 +446,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "scale" {
 		return runScale(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "compaction" {
+		return runCompaction(ctx, args[1:], stdout, stderr)
 	}
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
