@@ -39,7 +39,7 @@ var compactionArgs = []string{"--log-cleaner-backoff", "300ms"}
 // the cleaners running throughout: one round of each, to keep the run
 // short (the fault-model scenarios above repeat each fault alone).
 func compactionFaults(ctx context.Context, c *chaosCluster) {
-	b, i := c.ownerOf(ctx, 0)
+	b, _ := c.ownerOf(ctx, 0)
 	By(fmt.Sprintf("SIGKILL broker %d while it cleans", b.ID))
 	b.Kill9()
 	c.faults++
@@ -55,7 +55,7 @@ func compactionFaults(ctx context.Context, c *chaosCluster) {
 	b.Resume()
 	c.settle(ctx)
 
-	b, i = c.ownerOf(ctx, 2)
+	b, i := c.ownerOf(ctx, 2)
 	By(fmt.Sprintf("power-cut host %d (broker %d) while it cleans", i+1, b.ID))
 	c.powerCut(i)
 	c.faults++

@@ -85,10 +85,13 @@ var _ = Describe("Topics frameworks create", Label("frameworks"), Ordered, func(
 			Expect(sadm.CreateTopic(name, &sarama.TopicDetail{NumPartitions: ft.Partitions, ReplicationFactor: ft.Replication,
 				ConfigEntries: entries}, false)).To(Succeed())
 
-			got, err := sadm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: name})
+			results, err := sadm.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: name}},
+				sarama.DescribeConfigsOptions{})
 			Expect(err).NotTo(HaveOccurred())
+			Expect(results).To(HaveLen(1))
+			Expect(results[0].ErrorCode).To(Equal(sarama.ErrNoError), results[0].ErrorMsg)
 			described, fromTopic := map[string]string{}, map[string]bool{}
-			for _, e := range got {
+			for _, e := range results[0].Configs {
 				described[e.Name] = e.Value
 				fromTopic[e.Name] = e.Source == sarama.SourceTopic
 			}
