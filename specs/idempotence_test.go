@@ -178,11 +178,20 @@ func expectKcatExactlyOnce(out kcatOutcome, stored []*kgo.Record) {
 	Expect(out.exitErr).NotTo(HaveOccurred(), "kcat's exit status")
 	Expect(out.lines).To(BeNumerically(">", 0))
 	Expect(out.delivered).To(HaveLen(out.lines), "kcat: delivery reports against lines fed")
-	acked := map[int64]bool{}
+	// librdkafka reports a retried batch it learns was already stored
+	// (OUT_OF_ORDER_SEQUENCE_NUMBER below the sequence it had acked) as
+	// delivered at an unknown offset (-1001). Those lines are checked by
+	// value below, as every line is: stored exactly once, in order.
+	acked, unknown := map[int64]bool{}, 0
 	for _, o := range out.delivered {
+		if o < 0 {
+			unknown++
+			continue
+		}
 		Expect(acked[o]).To(BeFalse(), "kcat: two deliveries reported at offset %d", o)
 		acked[o] = true
 	}
+	AddReportEntry("kcat deliveries at an unknown offset", unknown)
 
 	want := map[string]int{} // line → its number
 	for i := 1; i <= out.lines; i++ {
@@ -220,7 +229,7 @@ func expectKcatExactlyOnce(out kcatOutcome, stored []*kgo.Record) {
 	Expect(clip(missing)).To(BeEmpty(), "kcat: lines reported delivered and not stored (%d)", len(missing))
 	Expect(clip(dups)).To(BeEmpty(), "kcat: lines stored more than once (%d)", len(dups))
 	Expect(clip(extra)).To(BeEmpty(), "kcat: records stored that no line was")
-	Expect(clip(unacked)).To(BeEmpty(), "kcat: lines stored at an offset no delivery report named")
+	Expect(len(unacked)).To(BeNumerically("<=", unknown), "kcat: lines stored at an offset no delivery report named, beyond the %d reported at an unknown offset: %v", unknown, clip(unacked))
 	Expect(order).To(BeEmpty(), "kcat: lines stored out of the order they were fed")
 	Expect(stored).To(HaveLen(out.lines), "kcat: records in the partition")
 }
